@@ -1,0 +1,57 @@
+# convo-analytics: `make help` lists the targets. Every target bootstraps what it
+# needs on a machine that has only python3 and make: uv (installed with pip into
+# .tools/ when it is not on PATH), then the locked environment in .venv/.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+export UV_PYTHON_DOWNLOADS := never
+export UV_PYTHON ?= python3
+SYSTEM_UV := $(shell command -v uv 2>/dev/null)
+UV ?= $(if $(SYSTEM_UV),$(SYSTEM_UV),$(CURDIR)/.tools/bin/uv)
+RUN := $(UV) run --frozen
+PORT ?= 8787
+CONVERSATIONS ?= 5000
+DAYS ?= 30
+SEED ?= 42
+
+.PHONY: help install demo sandbox test lint format bench clean
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(CURDIR)/.tools/bin/uv:
+	@echo "uv not found: installing it into .tools/ with pip"
+	@python3 -m venv $(CURDIR)/.tools 2>/dev/null && $(CURDIR)/.tools/bin/python -m pip install -q uv \
+	  || (rm -rf $(CURDIR)/.tools && python3 -m pip install -q --target $(CURDIR)/.tools/pkgs uv \
+	      && mkdir -p $(CURDIR)/.tools/bin && ln -sf $(CURDIR)/.tools/pkgs/bin/uv $(CURDIR)/.tools/bin/uv)
+
+.venv/.installed: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen
+	@touch $@
+
+install: .venv/.installed ## Install the locked environment into .venv
+
+demo: install ## Start the sandbox with a generated history and show how to use it
+	$(RUN) python pipelines/demo.py --port $(PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED)
+
+sandbox: install ## Serve the sandbox in the foreground (PORT, CONVERSATIONS, DAYS, SEED)
+	$(RUN) convo sandbox serve --port $(PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED)
+
+lint: install ## ruff format --check, ruff check, mypy on src/
+	$(RUN) ruff format --check src tests pipelines
+	$(RUN) ruff check src tests pipelines
+	$(RUN) mypy
+
+format: install ## Format and fix what ruff can
+	$(RUN) ruff format src tests pipelines
+	$(RUN) ruff check --fix src tests pipelines
+
+test: install lint ## Lint, then run the whole test suite
+	$(RUN) pytest
+
+bench: install ## Run the benchmarks; each prints its figures and the sizes it ran on
+	$(RUN) python tests/bench/run.py
+
+clean: ## Remove generated data and caches (keeps .venv)
+	rm -rf data/* .pytest_cache .mypy_cache .ruff_cache .hypothesis

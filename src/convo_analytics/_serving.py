@@ -1,0 +1,73 @@
+"""Running an ASGI app under uvicorn, in the foreground or in a background thread.
+
+The background form is what tests and benchmarks use to talk to real servers
+over real HTTP on 127.0.0.1: it binds port 0 so the kernel picks a free port.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from types import TracebackType
+
+import uvicorn
+from starlette.types import ASGIApp
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(512)
+    sock.set_inheritable(True)
+    return sock
+
+
+class ServerThread:
+    """``with ServerThread(app) as server: httpx.get(server.url + "/...")``."""
+
+    def __init__(
+        self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 30.0
+    ) -> None:
+        self.sock = bind(host, port)
+        self.host, self.port = self.sock.getsockname()[:2]
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
+        )
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._run, name="uvicorn", daemon=True)
+        self._startup_timeout = startup_timeout
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _run(self) -> None:
+        self.server.run(sockets=[self.sock])
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        deadline = time.monotonic() + self._startup_timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the server on {self.url} did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=10)
+        self.sock.close()
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,34 @@
+"""The ``convo`` command line.
+
+Command modules define a ``typer.Typer()`` group and read their settings with
+:func:`settings_from_context` (import it from ``convo_analytics.cli._app`` inside
+``convo_analytics.cli`` to avoid import cycles).  Groups are attached below.
+"""
+
+from __future__ import annotations
+
+from convo_analytics.cli._app import (
+    PROG_NAME,
+    CliState,
+    app,
+    config_location_from_context,
+    main,
+    settings_from_context,
+)
+from convo_analytics.cli._config_cmd import config_app
+from convo_analytics.cli._sandbox_cmd import sandbox_app
+
+__all__ = [
+    "PROG_NAME",
+    "CliState",
+    "app",
+    "config_location_from_context",
+    "main",
+    "settings_from_context",
+]
+
+# --- subcommand groups -----------------------------------------------------------
+# One import + one add_typer per group; document each command in docs/cli.md
+# (tests/test_cli_basics.py fails for undocumented commands).
+app.add_typer(config_app, name="config")
+app.add_typer(sandbox_app, name="sandbox")

@@ -1,0 +1,282 @@
+"""``convo sandbox``: serve the local Conversational Assistant Service, or write its archive."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from convo_analytics.cli._app import settings_from_context
+from convo_analytics.config import Settings
+from convo_analytics.errors import UserError
+
+__all__ = ["sandbox_app"]
+
+sandbox_app = typer.Typer(
+    name="sandbox",
+    help="The local Conversational Assistant Service that demos, tests and benchmarks use.",
+    no_args_is_help=True,
+)
+
+Host = Annotated[str | None, typer.Option("--host", help="Interface to listen on.")]
+Port = Annotated[int | None, typer.Option("--port", help="TCP port (0 picks a free one).")]
+Seed = Annotated[int | None, typer.Option("--seed", help="Seed of the generated history.")]
+Conversations = Annotated[
+    int | None, typer.Option("--conversations", help="Conversations per workspace.")
+]
+Days = Annotated[int | None, typer.Option("--days", help="Days of history, ending now.")]
+Until = Annotated[
+    str | None,
+    typer.Option(
+        "--until",
+        help="End of the history (ISO 8601); default now. Fix it for "
+        "byte-identical histories across runs.",
+    ),
+]
+Workspace = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--workspace",
+        help="NAME:KEY, repeatable (a name given twice gets two keys). With none, workspace "
+        "'demo' gets a generated key, printed at start. Sandbox keys are test credentials.",
+    ),
+]
+Archive = Annotated[
+    Path | None,
+    typer.Option("--webhook-archive", help="Write the history's deliveries here (.gz: gzip)."),
+]
+
+
+def _sandbox_settings(settings: Settings, extra: dict[str, Any]) -> Any:
+    from convo_analytics.sandbox import FaultSettings, SandboxSettings
+    from convo_analytics.sandbox._model import parse_iso_ms
+
+    workspaces = []
+    entries = extra["workspace"] or [
+        s.reveal() for s in settings.get_secret_list("sandbox.workspaces")
+    ]
+    for entry in entries:
+        name, sep, key = entry.partition(":")
+        if not sep or not name or not key:
+            raise UserError(
+                f"--workspace {name or entry!r}: expected NAME:KEY, e.g. --workspace acme:sk_test_1"
+            )
+        workspaces.append((name, key))
+    until_ms = None
+    if extra["until"]:
+        try:
+            until_ms = parse_iso_ms(extra["until"])
+        except ValueError:
+            raise UserError(
+                f"--until {extra['until']!r} is not an ISO 8601 timestamp; "
+                "use e.g. 2026-11-18T00:00:00Z"
+            ) from None
+    result = SandboxSettings(
+        host=settings.get_str("sandbox.host"),
+        port=settings.get_int("sandbox.port"),
+        seed=settings.get_int("sandbox.seed"),
+        conversations=settings.get_int("sandbox.conversations"),
+        days=settings.get_int("sandbox.days"),
+        until_ms=until_ms,
+        rate_limit=settings.get_str("sandbox.rate_limit"),
+        retry_after_format=settings.get_str("sandbox.retry_after_format"),
+        workspaces=workspaces,
+        webhook_retry_schedule=settings.get_str("sandbox.webhook_retry_schedule"),
+        webhook_signing=settings.get_str("sandbox.webhook_signing"),
+        event_fields=settings.get_str("sandbox.event_fields"),
+        faults=FaultSettings(
+            error_rate=settings.get_float("sandbox.fault_5xx_rate"),
+            slow_rate=settings.get_float("sandbox.fault_slow_rate"),
+            slow_seconds=settings.get_float("sandbox.fault_slow_seconds"),
+            drop_rate=settings.get_float("sandbox.fault_drop_rate"),
+        ),
+    )
+    try:
+        result.validate()
+    except ValueError as exc:
+        raise UserError(f"sandbox settings: {exc}") from None
+    return result
+
+
+def _webhook_secrets(settings: Settings) -> list[str]:
+    secret = settings.get_secret("webhooks.secret")
+    return [part.reveal() for part in secret.parts()] if secret is not None else []
+
+
+def _archive_secret(settings: Settings) -> tuple[str, bool]:
+    """The secret the history archive is signed with, and whether it was generated."""
+    configured = _webhook_secrets(settings)
+    if configured:
+        return configured[0], False
+    return f"whsec_{secrets.token_urlsafe(24)}", True
+
+
+@sandbox_app.command("serve")
+def serve(
+    ctx: typer.Context,
+    host: Host = None,
+    port: Port = None,
+    seed: Seed = None,
+    conversations: Conversations = None,
+    days: Days = None,
+    until: Until = None,
+    rate_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--rate-limit",
+            help="600/min (per key, 2x bursts), 100/min (per "
+            "workspace), none, or RATE[,burst=N][,scope=key|workspace].",
+        ),
+    ] = None,
+    workspace: Workspace = None,
+    webhook_archive: Archive = None,
+    key_file: Annotated[
+        Path | None, typer.Option("--key-file", help="Write keys and admin token here (0600).")
+    ] = None,
+    retry_schedule: Annotated[
+        str | None,
+        typer.Option("--webhook-retry-schedule", help="2,8,32 (seconds) or exponential:24h."),
+    ] = None,
+    fault_5xx_rate: Annotated[
+        float | None, typer.Option("--fault-5xx-rate", help="Share of /v1 answers that are 5xx.")
+    ] = None,
+    fault_slow_rate: Annotated[
+        float | None, typer.Option("--fault-slow-rate", help="Share of /v1 answers delayed.")
+    ] = None,
+    fault_slow_seconds: Annotated[
+        float | None, typer.Option("--fault-slow-seconds", help="The delay of slow answers.")
+    ] = None,
+    fault_drop_rate: Annotated[
+        float | None,
+        typer.Option("--fault-drop-rate", help="Share of /v1 connections dropped mid-answer."),
+    ] = None,
+) -> None:
+    """Generate a workspace history and serve the whole read side over HTTP."""
+    settings = settings_from_context(
+        ctx,
+        {
+            "sandbox.host": host,
+            "sandbox.port": port,
+            "sandbox.seed": seed,
+            "sandbox.conversations": conversations,
+            "sandbox.days": days,
+            "sandbox.rate_limit": rate_limit,
+            "sandbox.webhook_archive": webhook_archive,
+            "sandbox.key_file": key_file,
+            "sandbox.webhook_retry_schedule": retry_schedule,
+            "sandbox.fault_5xx_rate": fault_5xx_rate,
+            "sandbox.fault_slow_rate": fault_slow_rate,
+            "sandbox.fault_slow_seconds": fault_slow_seconds,
+            "sandbox.fault_drop_rate": fault_drop_rate,
+        },
+    )
+    config = _sandbox_settings(settings, {"workspace": workspace, "until": until})
+    from convo_analytics._serving import bind
+    from convo_analytics.sandbox import Sandbox, create_app, write_history_archive
+
+    out = Console(highlight=False, soft_wrap=True)
+    try:
+        sock = bind(config.host, config.port)
+    except OSError as exc:
+        raise UserError(
+            f"cannot listen on {config.host}:{config.port} ({exc.strerror}); "
+            "choose another --port or stop what uses it"
+        ) from None
+    started = time.perf_counter()
+    sandbox = Sandbox(config)
+    built = time.perf_counter() - started
+    actual_port = sock.getsockname()[1]
+    url = f"http://{config.host}:{actual_port}"
+    keys_path = settings.get_path("sandbox.key_file")
+    if keys_path is not None:
+        sandbox.write_key_file(keys_path)
+    total = sum(len(ws.conversations) for ws in sandbox.workspaces.values())
+    out.print(
+        f"sandbox: {total} conversations in {len(sandbox.workspaces)} workspace(s), "
+        f"generated in {built:.1f} s (seed {config.seed}, {config.days} days)"
+    )
+    archive_path = settings.get_path("sandbox.webhook_archive")
+    if archive_path is not None:
+        secret, generated = _archive_secret(settings)
+        counts = write_history_archive(
+            archive_path, sandbox.workspaces.values(), secret, seed=config.seed
+        )
+        note = " (signed with a generated secret: set CONVO_WEBHOOK_SECRET to choose it)"
+        out.print(
+            f"webhook archive: {counts['lines']} deliveries of {counts['events']} events "
+            f"-> {archive_path}{note if generated else ''}"
+        )
+        if generated and keys_path is not None:
+            _add_to_key_file(keys_path, {"archiveWebhookSecret": secret})
+    out.print(f"listening on {url}  (OpenAPI: {url}/openapi.json, docs: {url}/docs)")
+    out.print(f"rate limit: {config.rate_limit}")
+    if sandbox.generated_key is not None:
+        out.print(f"workspace 'demo' API key: {sandbox.generated_key}")
+    if keys_path is not None:
+        out.print(f"keys and the admin token: {keys_path}")
+    example_key = sandbox.generated_key or "$CONVO_API_KEY"
+    out.print(
+        f"try: curl -H 'Authorization: Bearer {example_key}' '{url}/v1/conversations?limit=2'"
+    )
+    today = datetime.now(UTC).date().isoformat()
+    out.print(
+        f"     curl -H 'Authorization: Bearer {example_key}' "
+        f"'{url}/v1/analytics/summary?from={today[:8]}01&to={today}'"
+    )
+    import uvicorn
+
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(sandbox), log_level="warning", access_log=False, timeout_graceful_shutdown=3
+        )
+    )
+    server.run(sockets=[sock])
+
+
+def _add_to_key_file(path: Path, values: dict[str, str]) -> None:
+    import orjson
+
+    data = orjson.loads(path.read_bytes())
+    data.update(values)
+    path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+
+
+@sandbox_app.command("archive")
+def archive(
+    ctx: typer.Context,
+    out_path: Annotated[Path, typer.Option("--out", help="Archive file (.gz: gzip).")],
+    seed: Seed = None,
+    conversations: Conversations = None,
+    days: Days = None,
+    until: Until = None,
+    workspace: Workspace = None,
+) -> None:
+    """Write a generated history as a signed webhook archive, without serving.
+
+    Signed with CONVO_WEBHOOK_SECRET (the first, when several are set).
+    """
+    settings = settings_from_context(
+        ctx, {"sandbox.seed": seed, "sandbox.conversations": conversations, "sandbox.days": days}
+    )
+    config = _sandbox_settings(settings, {"workspace": workspace, "until": until})
+    configured = _webhook_secrets(settings)
+    if not configured:
+        raise UserError(
+            "no webhook secret to sign the archive with; set CONVO_WEBHOOK_SECRET "
+            "or webhooks.secret_file"
+        )
+    from convo_analytics.sandbox import Sandbox, write_history_archive
+
+    sandbox = Sandbox(config)
+    counts = write_history_archive(
+        out_path, sandbox.workspaces.values(), configured[0], seed=config.seed
+    )
+    Console(highlight=False, soft_wrap=True).print(
+        f"{counts['lines']} deliveries ({counts['events']} events, {counts['retries']} retries) "
+        f"-> {out_path}"
+    )

@@ -1,0 +1,59 @@
+"""Configuration: one TOML file, overridable by environment variables and CLI flags.
+
+Precedence, highest first: CLI flag > environment variable > config file > default.
+
+Typical use from code that is not a CLI command::
+
+    from convo_analytics.config import load_settings
+
+    settings = load_settings(None, {})
+    url = settings.get_str("service.base_url")
+    key = settings.require_secret("service.api_key").reveal()
+
+CLI commands use :func:`convo_analytics.cli.settings_from_context` instead, which
+also honours the root ``--config`` option.
+
+Settings are data: see :mod:`convo_analytics.config._registry` to add one.
+"""
+
+from __future__ import annotations
+
+from convo_analytics.config._loader import (
+    DEFAULT_CONFIG_NAME,
+    ConfigLocation,
+    find_config_file,
+    load_settings,
+)
+from convo_analytics.config._registry import REGISTRY, SETTINGS
+from convo_analytics.config._schema import (
+    CONFIG_ENV_VAR,
+    ConfigError,
+    Kind,
+    Registry,
+    Setting,
+    Source,
+    generic_env_var,
+)
+from convo_analytics.config._secret import MASK, Secret
+from convo_analytics.config._settings import Resolved, SectionView, Settings
+
+__all__ = [
+    "CONFIG_ENV_VAR",
+    "DEFAULT_CONFIG_NAME",
+    "MASK",
+    "REGISTRY",
+    "SETTINGS",
+    "ConfigError",
+    "ConfigLocation",
+    "Kind",
+    "Registry",
+    "Resolved",
+    "Secret",
+    "SectionView",
+    "Setting",
+    "Settings",
+    "Source",
+    "find_config_file",
+    "generic_env_var",
+    "load_settings",
+]

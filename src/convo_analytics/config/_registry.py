@@ -1,0 +1,238 @@
+"""THE list of settings.  To add a setting, add a ``Setting(...)`` entry here.
+
+Then document it in ``convo.example.toml`` and ``docs/configuration.md`` (the
+tests fail until you do).  Everything else -- the TOML section/key, the
+``CONVO_<SECTION>_<KEY>`` environment variable, type checking, masking of
+secrets, ``convo config show`` -- follows from the entry.  A new section (e.g.
+``extract``) exists as soon as one of its settings is listed.
+
+Secrets: use ``Kind.SECRET`` (or ``Kind.LIST`` with ``secret=True``), no default,
+and usually a companion ``Kind.PATH`` setting with ``secret_file_for=...``.
+"""
+
+from __future__ import annotations
+
+from convo_analytics.config._schema import Kind, Registry, Setting
+
+__all__ = ["REGISTRY", "SETTINGS"]
+
+_RATE = r"[1-9][0-9]*/(s|sec|second|min|minute|h|hour)"
+_RATE_HELP = "requests per period, like 600/min; periods: s, min, h"
+
+SETTINGS: tuple[Setting, ...] = (
+    # -- service: the hosted Conversational Assistant Service we read from ------
+    Setting(
+        "service.base_url",
+        Kind.STR,
+        "http://127.0.0.1:8787",
+        help="Base URL of the Conversational Assistant Service API.",
+        env_aliases=("CONVO_BASE_URL",),
+        pattern=r"https?://\S+",
+        pattern_help="an http:// or https:// URL",
+    ),
+    Setting(
+        "service.api_key",
+        Kind.SECRET,
+        help="API key sent to the service. Secret: environment or file only.",
+        env_aliases=("CONVO_API_KEY",),
+    ),
+    Setting(
+        "service.api_key_file",
+        Kind.PATH,
+        help="File whose content (trailing whitespace stripped) is the service API key.",
+        env_aliases=("CONVO_API_KEY_FILE",),
+        secret_file_for="service.api_key",
+    ),
+    Setting(
+        "service.rate_limit",
+        Kind.STR,
+        "600/min",
+        help="Client-side request budget towards the service.",
+        env_aliases=("CONVO_RATE_LIMIT",),
+        pattern=_RATE,
+        pattern_help=_RATE_HELP,
+    ),
+    Setting(
+        "service.timeout_seconds",
+        Kind.FLOAT,
+        30.0,
+        help="Timeout in seconds for one HTTP request to the service.",
+        env_aliases=("CONVO_TIMEOUT_SECONDS",),
+        minimum=0.1,
+    ),
+    # -- webhooks: deliveries the service pushes to us --------------------------
+    Setting(
+        "webhooks.secret",
+        Kind.SECRET,
+        help=(
+            "Secret(s) used to verify webhook signatures. Several comma-separated "
+            "secrets are accepted during rotation. Secret: environment or file only."
+        ),
+        env_aliases=("CONVO_WEBHOOK_SECRET",),
+    ),
+    Setting(
+        "webhooks.secret_file",
+        Kind.PATH,
+        help="File holding the webhook secret(s), comma- or newline-separated.",
+        env_aliases=("CONVO_WEBHOOK_SECRET_FILE",),
+        secret_file_for="webhooks.secret",
+    ),
+    Setting(
+        "webhooks.archive_dir",
+        Kind.PATH,
+        "data/webhooks",
+        help="Directory where received webhook deliveries are archived.",
+        env_aliases=("CONVO_WEBHOOK_ARCHIVE_DIR",),
+    ),
+    # -- warehouse: the local analytics database ---------------------------------
+    Setting(
+        "warehouse.path",
+        Kind.PATH,
+        "data/warehouse.duckdb",
+        help="DuckDB database file of the analytics warehouse.",
+        env_aliases=("CONVO_DB",),
+    ),
+    # -- sandbox: the local fake of the service, for development and tests ------
+    Setting(
+        "sandbox.host",
+        Kind.STR,
+        "127.0.0.1",
+        help="Interface the sandbox server listens on.",
+    ),
+    Setting(
+        "sandbox.port",
+        Kind.INT,
+        8787,
+        help="TCP port the sandbox server listens on.",
+        minimum=0,
+        maximum=65535,
+    ),
+    Setting(
+        "sandbox.seed",
+        Kind.INT,
+        42,
+        help="Random seed for the generated data; same seed, same data.",
+        minimum=0,
+    ),
+    Setting(
+        "sandbox.conversations",
+        Kind.INT,
+        2000,
+        help="Number of conversations the sandbox generates.",
+        minimum=0,
+    ),
+    Setting(
+        "sandbox.days",
+        Kind.INT,
+        30,
+        help="Number of days of history the generated conversations span.",
+        minimum=1,
+    ),
+    Setting(
+        "sandbox.rate_limit",
+        Kind.STR,
+        "600/min",
+        help=(
+            "Rate limit the sandbox enforces: 600/min (per key, bursts to 2x for 10 s), "
+            "100/min (per workspace), none, or RATE[,burst=N][,scope=key|workspace]."
+        ),
+        pattern=r"none|off|" + _RATE + r"(,(burst=[0-9.]+|scope=(key|workspace)))*",
+        pattern_help="600/min, 100/min, none, or RATE[,burst=N][,scope=key|workspace]",
+    ),
+    Setting(
+        "sandbox.retry_after_format",
+        Kind.STR,
+        "seconds",
+        help="How 429 answers give Retry-After: seconds or http-date.",
+        pattern=r"seconds|http-date",
+        pattern_help="seconds or http-date",
+    ),
+    Setting(
+        "sandbox.event_fields",
+        Kind.STR,
+        "both",
+        help="Which event set's field names webhook data carries: a, b or both.",
+        pattern=r"a|b|both",
+        pattern_help="a, b or both",
+    ),
+    Setting(
+        "sandbox.webhook_signing",
+        Kind.STR,
+        "stripped",
+        help=(
+            "Which bytes the signature header signs: stripped (the body without its "
+            "signature member, as the signature field does) or raw (the whole raw body)."
+        ),
+        pattern=r"stripped|raw",
+        pattern_help="stripped or raw",
+    ),
+    Setting(
+        "sandbox.workspaces",
+        Kind.LIST,
+        (),
+        help=(
+            "Workspaces the sandbox serves, as NAME:KEY entries (KEY is the API key "
+            "for that workspace). Secret: environment only, comma-separated."
+        ),
+        secret=True,
+        pattern=r"[A-Za-z0-9_.-]+:\S+",
+        pattern_help="NAME:KEY entries",
+    ),
+    Setting(
+        "sandbox.key_file",
+        Kind.PATH,
+        "data/sandbox/keys.json",
+        help="JSON file where the sandbox keeps its workspace API keys.",
+    ),
+    Setting(
+        "sandbox.webhook_archive",
+        Kind.PATH,
+        None,
+        help="Where the sandbox records the webhooks it sends; empty means no record.",
+    ),
+    Setting(
+        "sandbox.webhook_retry_schedule",
+        Kind.STR,
+        "2,8,32",
+        help=(
+            "Waits in seconds before each webhook delivery retry (statement 2 of the "
+            "interface), or exponential[:HOURSh] for backoff up to 24 h (statement 1)."
+        ),
+        pattern=r"exponential(:[0-9]+(\.[0-9]+)?h)?|"
+        r"(\s*[0-9]+(\.[0-9]+)?\s*(,\s*[0-9]+(\.[0-9]+)?\s*)*)?",
+        pattern_help="comma-separated seconds like 2,8,32 (empty: no retries), or exponential:24h",
+    ),
+    Setting(
+        "sandbox.fault_5xx_rate",
+        Kind.FLOAT,
+        0.0,
+        help="Fraction of sandbox API requests answered with a 5xx error.",
+        minimum=0.0,
+        maximum=1.0,
+    ),
+    Setting(
+        "sandbox.fault_slow_rate",
+        Kind.FLOAT,
+        0.0,
+        help="Fraction of sandbox API requests delayed by fault_slow_seconds.",
+        minimum=0.0,
+        maximum=1.0,
+    ),
+    Setting(
+        "sandbox.fault_slow_seconds",
+        Kind.FLOAT,
+        2.0,
+        help="Delay in seconds applied to slowed-down sandbox requests.",
+        minimum=0.0,
+    ),
+    Setting(
+        "sandbox.fault_drop_rate",
+        Kind.FLOAT,
+        0.0,
+        help="Fraction of sandbox API requests whose connection is dropped.",
+        minimum=0.0,
+        maximum=1.0,
+    ),
+)
+
+REGISTRY = Registry(SETTINGS)

@@ -1,0 +1,110 @@
+"""Sandbox-only control endpoints (not part of the service's interface).
+
+They let tests and demos make things happen (activity, faults, limits) and
+are guarded by the sandbox's admin token, which is written to the key file.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import Response
+
+from convo_analytics.sandbox._auth import bearer, sandbox_of
+from convo_analytics.sandbox._errors import ApiException
+from convo_analytics.sandbox._faults import FaultSettings
+from convo_analytics.sandbox._ratelimit import RateLimitPolicy
+from convo_analytics.sandbox._routes_read import json_response
+from convo_analytics.sandbox._simulate import simulate
+
+router = APIRouter(prefix="/_sandbox", include_in_schema=False)
+
+
+def require_admin(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> None:
+    token = credentials.credentials if credentials else ""
+    if not secrets.compare_digest(token.encode(), sandbox_of(request).admin_token.encode()):
+        raise ApiException(401, "the sandbox control API needs the admin token (see the key file)")
+
+
+Admin = Depends(require_admin)
+
+
+@router.get("/health")
+def health(request: Request) -> Response:
+    sandbox = sandbox_of(request)
+    return json_response(
+        {
+            "status": "ok",
+            "workspaces": {ws.name: len(ws.conversations) for ws in sandbox.workspaces.values()},
+            "pendingDeliveries": sandbox.dispatcher.pending(),
+        },
+        request,
+    )
+
+
+class SimulateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    workspace: str = "demo"
+    newConversations: int = Field(default=0, ge=0, le=10_000)
+    progress: int = Field(default=0, ge=0, le=10_000)
+    seed: int | None = None
+
+
+@router.post("/simulate", dependencies=[Admin])
+def run_simulation(request: Request, body: SimulateRequest) -> Response:
+    sandbox = sandbox_of(request)
+    ws = sandbox.workspaces.get(f"ws_{body.workspace}")
+    if ws is None:
+        raise ApiException(404, f"workspace {body.workspace!r} not found")
+    rng = random.Random(body.seed)
+    result = simulate(ws, int(time.time() * 1000), body.newConversations, body.progress, rng)
+    return json_response(
+        {"created": result.created, "changed": result.changed, "events": result.events}, request
+    )
+
+
+class FaultsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    errorRate: float = Field(default=0.0, ge=0, le=1)
+    slowRate: float = Field(default=0.0, ge=0, le=1)
+    slowSeconds: float = Field(default=2.0, ge=0, le=120)
+    dropRate: float = Field(default=0.0, ge=0, le=1)
+
+
+@router.put("/faults", dependencies=[Admin])
+def set_faults(request: Request, body: FaultsRequest) -> Response:
+    faults: FaultSettings = request.app.state.faults
+    faults.error_rate, faults.slow_rate = body.errorRate, body.slowRate
+    faults.slow_seconds, faults.drop_rate = body.slowSeconds, body.dropRate
+    return json_response(body.model_dump(), request)
+
+
+class RateLimitRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rateLimit: str
+    retryAfterFormat: str | None = None
+
+
+@router.put("/rate-limit", dependencies=[Admin])
+def set_rate_limit(request: Request, body: RateLimitRequest) -> Response:
+    sandbox = sandbox_of(request)
+    try:
+        sandbox.limiter.set_policy(RateLimitPolicy.parse(body.rateLimit))
+    except ValueError as exc:
+        raise ApiException(422, str(exc)) from None
+    if body.retryAfterFormat in ("seconds", "http-date"):
+        sandbox.settings.retry_after_format = body.retryAfterFormat
+    out: dict[str, Any] = {
+        "rateLimit": body.rateLimit,
+        "retryAfterFormat": sandbox.settings.retry_after_format,
+    }
+    return json_response(out, request)

@@ -1,0 +1,49 @@
+"""HMAC-SHA256 signatures in the interface's form: ``sha256=`` + lowercase hex.
+
+The interface does not say which bytes are signed. The sandbox signs the body
+*without* its ``signature`` member: it serialises the envelope, signs those
+exact bytes, then appends ``,"signature":"sha256=..."`` as the last member.
+Removing that member from the raw body therefore gives back the signed bytes
+exactly (see :func:`strip_signature`). Decision D-SIGNED-BYTES.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+
+SIGNATURE_PREFIX = "sha256="
+_TRAILING_MEMBER = re.compile(rb'(?:,\s*|(?<=\{)\s*)"signature"\s*:\s*"[^"\\]*"\s*}\s*$')
+
+
+def _key(secret: str | bytes) -> bytes:
+    return secret.encode("utf-8") if isinstance(secret, str) else secret
+
+
+def sign(secret: str | bytes, payload: bytes) -> str:
+    return SIGNATURE_PREFIX + hmac.new(_key(secret), payload, hashlib.sha256).hexdigest()
+
+
+def verify(secret: str | bytes, payload: bytes, signature: str) -> bool:
+    """Constant-time check of ``signature`` against ``payload``."""
+    expected = sign(secret, payload)
+    return hmac.compare_digest(expected.encode("ascii"), signature.strip().encode("utf-8"))
+
+
+def append_signature(unsigned_body: bytes, signature: str) -> bytes:
+    """Add the signature as the last member of a serialised JSON object."""
+    body = unsigned_body.rstrip()
+    if not body.endswith(b"}"):
+        raise ValueError("the body is not a serialised JSON object")
+    inner = body[:-1].rstrip()
+    separator = b"" if inner.endswith(b"{") else b","
+    return inner + separator + b'"signature":"' + signature.encode("ascii") + b'"}'
+
+
+def strip_signature(body: bytes) -> bytes | None:
+    """The raw body with a trailing ``signature`` member removed, or None if there is none."""
+    m = _TRAILING_MEMBER.search(body)
+    if m is None:
+        return None
+    return body[: m.start()] + b"}"

@@ -1,0 +1,97 @@
+"""Shared fixtures: real sandboxes served over HTTP on 127.0.0.1, on free ports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from convo_analytics._serving import ServerThread
+from convo_analytics.sandbox import Sandbox, SandboxSettings, create_app
+
+#: A fixed end of history, so that tests see the same data on every run.
+UNTIL_MS = 1_795_000_000_000  # 2026-11-18T...Z
+ACME_KEY = "sk_test_acme_0123456789"
+ACME_KEY_2 = "sk_test_acme_second_key"
+GLOBEX_KEY = "sk_test_globex_987654321"
+
+
+def make_settings(**overrides: Any) -> SandboxSettings:
+    base: dict[str, Any] = {
+        "seed": 7,
+        "conversations": 300,
+        "days": 14,
+        "until_ms": UNTIL_MS,
+        "rate_limit": "none",
+        "workspaces": [("acme", ACME_KEY), ("acme", ACME_KEY_2), ("globex", GLOBEX_KEY)],
+        "admin_token": "adm_test_token",
+    }
+    base.update(overrides)
+    return SandboxSettings(**base)
+
+
+class RunningSandbox:
+    def __init__(self, sandbox: Sandbox, server: ServerThread) -> None:
+        self.sandbox = sandbox
+        self.server = server
+        self.url = server.url
+
+    def client(self, key: str = ACME_KEY, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {key}"}, timeout=30, **kwargs
+        )
+
+    def admin(self, path: str, body: dict[str, Any], method: str = "POST") -> dict[str, Any]:
+        r = httpx.request(
+            method,
+            self.url + path,
+            json=body,
+            headers={"Authorization": f"Bearer {self.sandbox.admin_token}"},
+            timeout=30,
+        )
+        r.raise_for_status()
+        result: dict[str, Any] = r.json()
+        return result
+
+
+@pytest.fixture
+def start_sandbox() -> Iterator[Callable[..., RunningSandbox]]:
+    """Start a sandbox with settings of the test's choosing; stopped after the test."""
+    servers: list[ServerThread] = []
+
+    def start(**overrides: Any) -> RunningSandbox:
+        sandbox = Sandbox(make_settings(**overrides))
+        server = ServerThread(create_app(sandbox)).start()
+        servers.append(server)
+        return RunningSandbox(sandbox, server)
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_sandbox() -> Iterator[RunningSandbox]:
+    """One read-mostly sandbox for a test module (tests must not change its data)."""
+    sandbox = Sandbox(make_settings())
+    with ServerThread(create_app(sandbox)) as server:
+        yield RunningSandbox(sandbox, server)
+
+
+def page_all(
+    client: httpx.Client, path: str, params: dict[str, Any] | None = None, max_pages: int = 10_000
+) -> list[dict[str, Any]]:
+    """Every record of a list endpoint, following nextCursor (bounded)."""
+    out: list[dict[str, Any]] = []
+    query = dict(params or {})
+    for _ in range(max_pages):
+        r = client.get(path, params=query)
+        r.raise_for_status()
+        body = r.json()
+        out.extend(body["data"])
+        if not body["hasMore"]:
+            return out
+        query = {"cursor": body["nextCursor"], "limit": query.get("limit", 50)}
+    raise AssertionError(f"{path} did not finish within {max_pages} pages")

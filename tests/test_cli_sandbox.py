@@ -1,0 +1,148 @@
+"""``convo sandbox serve`` and ``convo sandbox archive`` as a user runs them."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+
+from convo_analytics.webhooks import parse_archive_line, strip_signature, verify
+
+CLI = [sys.executable, "-m", "convo_analytics.cli"]
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVO_")}
+    env.update(extra)
+    return env
+
+
+def test_serve_starts_prints_how_to_try_it_and_answers(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    proc = subprocess.Popen(
+        [
+            *CLI,
+            "sandbox",
+            "serve",
+            "--port",
+            "0",
+            "--conversations",
+            "300",
+            "--days",
+            "5",
+            "--key-file",
+            str(keys),
+            "--rate-limit",
+            "100/min",
+        ],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines: list[str] = []
+        deadline = time.monotonic() + 60
+        url = None
+        assert proc.stdout is not None
+        while time.monotonic() < deadline and url is None:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+            url = m.group(1) if m else None
+        while time.monotonic() < deadline and not any("curl" in x for x in lines):
+            lines.append(proc.stdout.readline())
+        text = "".join(lines)
+        assert url, text
+        key = re.search(r"API key: (sk_sandbox_\w+)", text)
+        assert key, "with no --workspace the generated demo key is printed"
+        assert f"curl -H 'Authorization: Bearer {key.group(1)}' '{url}/v1/conversations" in text
+        assert "300 conversations" in text
+        data = orjson.loads(keys.read_bytes())
+        assert data["workspaces"][0]["apiKey"] == key.group(1)
+        assert oct(keys.stat().st_mode & 0o777) == "0o600"
+        r = httpx.get(
+            f"{url}/v1/conversations",
+            params={"limit": 2},
+            headers={"Authorization": f"Bearer {key.group(1)}"},
+        )
+        assert r.status_code == 200 and len(r.json()["data"]) == 2
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+
+
+def test_serve_refuses_a_busy_port_with_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = subprocess.run(
+            [*CLI, "sandbox", "serve", "--port", str(port), "--conversations", "1"],
+            cwd=tmp_path,
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert r.returncode == 2
+    lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
+    assert len(lines) == 1 and "choose another --port" in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_archive_writes_signed_deliveries_and_never_prints_the_secret(tmp_path: Path) -> None:
+    secret = "whsec_cli_archive_secret_value"
+    out = tmp_path / "history.jsonl.gz"
+    r = subprocess.run(
+        [
+            *CLI,
+            "sandbox",
+            "archive",
+            "--out",
+            str(out),
+            "--conversations",
+            "50",
+            "--days",
+            "3",
+            "--until",
+            "2026-11-18T00:00:00Z",
+            "--workspace",
+            "acme:sk_test_123456",
+        ],
+        cwd=tmp_path,
+        env=_env(tmp_path, CONVO_WEBHOOK_SECRET=secret),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert secret not in r.stdout + r.stderr
+    lines = gzip.decompress(out.read_bytes()).splitlines()
+    assert len(lines) > 50
+    for line in lines:
+        body, headers, _ = parse_archive_line(line)
+        signed = strip_signature(body)
+        assert signed is not None and verify(secret, signed, headers["x-convo-signature"])
+    missing = subprocess.run(
+        [*CLI, "sandbox", "archive", "--out", str(out)],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 2 and "CONVO_WEBHOOK_SECRET" in missing.stderr
