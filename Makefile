@@ -7,6 +7,8 @@ SHELL := /bin/bash
 
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON ?= python3
+# Use the platform CA store, so that a TLS-intercepting proxy trusted by the machine works.
+export UV_SYSTEM_CERTS ?= 1
 SYSTEM_UV := $(shell command -v uv 2>/dev/null)
 UV ?= $(if $(SYSTEM_UV),$(SYSTEM_UV),$(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen

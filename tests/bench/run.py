@@ -1,0 +1,106 @@
+"""Run the benchmark suite (``make bench``): each benchmark prints its figures and sizes.
+
+Bench modules live next to this file and list ``BENCHES = [(name, callable)]``;
+a callable takes a :class:`BenchContext` and fills in the :class:`Report` it is
+given (so that the figures measured before a failure are still shown). To add
+a module, append its name to ``MODULES``. At the end a table sums up every
+figure, and the run is written to data/bench/results.json for comparisons.
+
+    uv run python tests/bench/run.py [--only NAME] [--quick] [--list]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# The bench directory is on sys.path (run.py is run as a script), so siblings import.
+from _common import (
+    Bench,
+    BenchContext,
+    BenchResult,
+    Report,
+    console,
+    print_result,
+    print_summary,
+    write_results,
+)
+
+#: Bench modules, in the order they run. Later: bench_extract, bench_ingest, ...
+MODULES = ["bench_sandbox"]
+
+
+def load_benches() -> list[Bench]:
+    benches: list[Bench] = []
+    for name in MODULES:
+        module = importlib.import_module(name)
+        benches.extend(module.BENCHES)
+    return benches
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        help="run only benchmarks whose name contains NAME (repeatable)",
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a quick look")
+    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    benches = load_benches()
+    if args.only:
+        benches = [b for b in benches if any(part in b[0] for part in args.only)]
+    if args.list or not benches:
+        for name, _ in benches:
+            print(name)
+        if not benches:
+            print(f"no benchmark matches --only {' '.join(args.only or [])}", file=sys.stderr)
+            return 2
+        return 0
+    ctx = BenchContext(quick=args.quick)
+    mode = "quick sizes" if args.quick else "full sizes"
+    console.print(f"running {len(benches)} benchmark(s), {mode}")
+    results: list[BenchResult] = []
+    started = time.perf_counter()
+    interrupted = False
+    for name, bench in benches:
+        console.rule(name)
+        report = Report()
+        bench_started = time.perf_counter()
+        error = None
+        try:
+            bench(ctx, report)
+        except KeyboardInterrupt:
+            error, interrupted = "interrupted", True
+        except Exception as exc:
+            traceback.print_exc()
+            error = f"{type(exc).__name__}: {exc}"
+        result = BenchResult(name, time.perf_counter() - bench_started, report, error)
+        results.append(result)
+        print_result(result)
+        if interrupted:
+            break
+    total = time.perf_counter() - started
+    console.rule()
+    print_summary(results, total)
+    path = write_results(results, {"only": args.only, "quick": args.quick}, total)
+    console.print(f"total wall time {total:.1f} s; results written to {path}")
+    if interrupted:
+        return 130
+    return 1 if any(r.error for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
