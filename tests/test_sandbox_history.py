@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 
 from conftest import UNTIL_MS, make_settings
+from convo_analytics.contract import ALL_EVENT_TYPES
 from convo_analytics.sandbox import HistorySpec, Sandbox, generate_history, write_history_archive
 from convo_analytics.sandbox._model import EventFactory
 from convo_analytics.webhooks import parse_archive_line, strip_signature, verify
@@ -81,6 +82,7 @@ def test_the_archive_holds_every_event_signed_with_retries_marked(tmp_path: Path
         for conv in ws.conversations.records.values():
             expected.update(e.key for e in ws.events.history(conv))
     seen: Counter[str] = Counter()
+    kinds: set[str] = set()
     times = []
     for line in lines:
         body, headers, record = parse_archive_line(line)
@@ -88,9 +90,11 @@ def test_the_archive_holds_every_event_signed_with_retries_marked(tmp_path: Path
         assert signed is not None
         assert verify("whsec_archive_secret_123", signed, headers["x-convo-signature"])
         seen[headers["idempotency-key"]] += 1
+        kinds.add(headers["x-convo-event"])
         if headers["x-convo-attempt"] == "1":
             times.append(orjson.loads(body)["timestamp"])
         assert record["receivedAt"] >= orjson.loads(body)["timestamp"]
     assert set(seen) == set(expected)
+    assert kinds == set(ALL_EVENT_TYPES), "the history covers both event sets"
     assert sum(seen.values()) - len(seen) == counts["retries"]
     assert times == sorted(times)

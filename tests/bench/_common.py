@@ -35,7 +35,9 @@ RESULTS_PATH = REPO_ROOT / "data" / "bench" / "results.json"
 #: Benchmarks talk to this host only; :func:`local_client` refuses anything else.
 LOOPBACK = "127.0.0.1"
 
-console = Console(highlight=False, soft_wrap=True)
+#: Piped output (make bench | tee) gets 140 columns rather than rich's default of 80,
+#: so that the summary table stays one line per figure.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
 
 Scalar = int | float | str | bool | None
 
@@ -361,28 +363,28 @@ def print_result(result: BenchResult) -> None:
 
 
 def print_summary(results: Sequence[BenchResult], total_seconds: float) -> None:
-    """The closing table of every figure, with the sizes each ran on."""
+    """The closing table of every figure; the sizes each bench ran on are under its name."""
     from rich.table import Table
 
-    table = Table(title=f"benchmarks ({total_seconds:.1f} s wall)", show_lines=False)
-    for column in ("bench", "metric", "value", "unit", "target", "sizes"):
-        table.add_column(column, justify="right" if column == "value" else "left")
+    table = Table(title=f"benchmarks ({total_seconds:.1f} s wall)")
+    table.add_column("bench (sizes)", max_width=44)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("unit")
+    table.add_column("target")
     for result in results:
-        sizes = fmt_sizes(result.report.sizes)
+        head = [result.name, *(f"[dim]{k}={fmt(v)}[/dim]" for k, v in result.report.sizes.items())]
+        rows: list[tuple[str, str, str, str]] = []
         if result.error:
-            table.add_row(result.name, "[red]error[/red]", "", "", "", sizes)
-        for i, fig in enumerate(result.report.figures):
+            rows.append(("[red]error[/red]", "", "", result.error[:60]))
+        for fig in result.report.figures:
             target = fig.target
             if fig.ok is not None:
-                target += " ✓" if fig.ok else " ✗"
-            table.add_row(
-                result.name if i == 0 else "",
-                fig.metric,
-                fmt(fig.value),
-                fig.unit,
-                target,
-                sizes if i == 0 else "",
-            )
+                target += " ✓" if fig.ok else " [red]✗[/red]"
+            rows.append((fig.metric, fmt(fig.value), fig.unit, target))
+        for i in range(max(len(rows), len(head))):
+            metric, value, unit, target = rows[i] if i < len(rows) else ("", "", "", "")
+            table.add_row(head[i] if i < len(head) else "", metric, value, unit, target)
         table.add_section()
     console.print(table)
 

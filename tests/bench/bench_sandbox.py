@@ -377,6 +377,24 @@ async def fetch_details(
         return time.perf_counter() - started, latencies, statuses
 
 
+#: Small answers: their latency shows per-request overhead (and any TCP send delays)
+#: that large pages hide.
+SMALL_RESPONSES = {
+    "small page (limit=1)": "/v1/conversations?limit=1",
+    "health": "/_sandbox/health",
+}
+
+
+def sequential_ms(client: httpx.Client, path: str, calls: int) -> list[float]:
+    """Latencies in ms of ``calls`` one-after-another GETs of ``path``."""
+    out: list[float] = []
+    for _ in range(calls):
+        sent = time.perf_counter()
+        client.get(path).raise_for_status()
+        out.append((time.perf_counter() - sent) * 1000)
+    return out
+
+
 def _add_paging(report: Report, label: str, paging: Paging, expected: int) -> None:
     report.add(f"{label}: records", paging.records)
     report.add(f"{label}: requests", paging.requests)
@@ -454,6 +472,9 @@ def bench_http(ctx: BenchContext, report: Report) -> None:
                 r.raise_for_status()
             report.add("summary 30 days: p50", percentile(summary_ms, 50), "ms")
             report.add("summary 30 days: max", max(summary_ms), "ms")
+            for label, path in SMALL_RESPONSES.items():
+                small_ms = sequential_ms(client, path, calls=20)
+                report.add(f"{label}: p50 latency (sequential)", percentile(small_ms, 50), "ms")
     report.add("server peak RSS after all traffic", server.final.get("peak_rss_mib"), "MiB")
 
 
@@ -471,18 +492,19 @@ class Paced:
     first_429_at: float | None = None
 
 
-def drive_paced(client: httpx.Client, burst: int, per_second: float, seconds: float) -> Paced:
-    """Spend ``burst`` requests back to back, then send on an exact schedule for the rest.
+async def drive_paced(url: str, burst: int, per_second: float, seconds: float) -> Paced:
+    """Spend ``burst`` requests at once, then send on an exact schedule for the rest.
 
-    The schedule is absolute (start + i / rate), so the client's own overhead
-    does not slow it below the allowed rate; a client that runs late catches up.
+    Open loop: each paced request is started at its due time (start + i / rate)
+    whether or not earlier answers are back, so the server sees the allowed rate
+    even when an answer is slow; the burst goes out over 16 connections so that
+    it is a burst and not a sequence of round trips.
     """
     out = Paced()
-    hard = Deadline(seconds + 5)
     started = time.perf_counter()
 
-    def send(paced: bool) -> None:
-        r = client.get("/v1/conversations", params={"limit": 1})
+    async def send(client: httpx.AsyncClient, paced: bool) -> None:
+        r = await client.get("/v1/conversations", params={"limit": 1})
         out.statuses[r.status_code] += 1
         if paced:
             out.paced_statuses[r.status_code] += 1
@@ -491,18 +513,21 @@ def drive_paced(client: httpx.Client, burst: int, per_second: float, seconds: fl
             if out.first_429_at is None:
                 out.first_429_at = time.perf_counter() - started
 
-    for _ in range(burst):
-        send(paced=False)
-        hard.check("the burst")
-    paced_start = time.perf_counter()
-    out.burst_seconds = paced_start - started
-    interval, offset = 1 / per_second, (1 if burst else 0)
-    for i in range(int(seconds * per_second) + 1):
-        due = paced_start + (i + offset) * interval
-        if due - started > seconds or hard.expired():
-            break
-        time.sleep(max(0.0, due - time.perf_counter()))
-        send(paced=True)
+    async with local_async_client(url, KEY, concurrency=16) as client:
+        await asyncio.wait_for(
+            asyncio.gather(*(send(client, False) for _ in range(burst))), timeout=30
+        )
+        paced_start = time.perf_counter()
+        out.burst_seconds = paced_start - started
+        interval, offset = 1 / per_second, (1 if burst else 0)
+        tasks: list[asyncio.Task[None]] = []
+        for i in range(int(seconds * per_second) + 1):
+            due = paced_start + (i + offset) * interval
+            if due - started > seconds:
+                break
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            tasks.append(asyncio.create_task(send(client, True)))
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
     ended = time.perf_counter()
     out.seconds, out.paced_seconds = ended - started, ended - paced_start
     return out
@@ -519,11 +544,8 @@ def bench_rate_limit(ctx: BenchContext, report: Report) -> None:
         assert policy is not None
         burst = int(policy.capacity) if policy.scope == "key" else 0
         settings = sandbox_settings(conversations, spec, days=7)
-        with (
-            served(settings, startup_timeout=60, lifetime=120) as server,
-            local_client(server.url, KEY, timeout=30) as client,
-        ):
-            run = drive_paced(client, burst, policy.per_second, seconds)
+        with served(settings, startup_timeout=60, lifetime=120) as server:
+            run = asyncio.run(drive_paced(server.url, burst, policy.per_second, seconds))
         sent, ok, limited = sum(run.statuses.values()), run.statuses[200], run.statuses[429]
         allowed_total = policy.capacity + policy.per_second * run.seconds
         paced_ok = run.paced_statuses[200]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
 from convo_analytics.contract import ConversationDetail, ErrorBody
@@ -88,31 +89,73 @@ def _accepts(filters: tuple[Filter, ...], criteria: dict[str, Any]) -> Any:
     return accept
 
 
+def decode_cursor(request: Request, cursor: str, kind: str) -> dict[str, Any]:
+    """The state a cursor carries, or a 400 naming what is wrong with it."""
+    try:
+        state = sandbox_of(request).cursors.decode(cursor)
+    except CursorError as exc:
+        raise ApiException(400, f"query parameter 'cursor': {exc}", code="invalid_cursor") from None
+    if state.get("c") != kind:
+        raise ApiException(
+            400, "query parameter 'cursor': it belongs to another list", code="invalid_cursor"
+        )
+    return state
+
+
+Limit = Annotated[int | None, Query(ge=1, le=200, description="page size (default 50, max 200)")]
+Cursor = Annotated[
+    str | None, Query(max_length=2048, description="nextCursor of the previous page")
+]
+Sort = Annotated[
+    Literal["updatedAt", "createdAt"] | None,
+    Query(description="ascending order by this field (default updatedAt)"),
+]
+Instant = Annotated[str | None, Query(max_length=64, description="ISO 8601 timestamp or date")]
+
+
+@dataclass
+class ListWindow:
+    """Paging and time-window query parameters that every list endpoint shares."""
+
+    limit: Limit = None
+    cursor: Cursor = None
+    sort: Sort = None
+    updatedSince: Instant = None
+    updatedBefore: Instant = None
+    createdSince: Instant = None
+    createdBefore: Instant = None
+
+    def given(self) -> dict[str, str | None]:
+        return {
+            "updatedSince": self.updatedSince,
+            "updatedBefore": self.updatedBefore,
+            "createdSince": self.createdSince,
+            "createdBefore": self.createdBefore,
+            "sort": self.sort,
+        }
+
+
+Window = Annotated[ListWindow, Depends()]
+
+
 def _list(
     request: Request,
     collection: Collection[Any],
     kind: str,
     filters: tuple[Filter, ...],
+    window: ListWindow,
     given: dict[str, str | None],
-    sort: str,
-    limit: int,
-    cursor: str | None,
 ) -> Response:
     sandbox = sandbox_of(request)
+    given = {**window.given(), **given}
+    sort = window.sort or "updatedAt"
+    limit = window.limit or sandbox.settings.default_page_size
+    cursor = window.cursor
     criteria = _criteria(filters, given)
     after: Key | None = None
     snapshot = collection.seq
     if cursor:
-        try:
-            state = sandbox.cursors.decode(cursor)
-        except CursorError as exc:
-            raise ApiException(
-                400, f"query parameter 'cursor': {exc}", code="invalid_cursor"
-            ) from None
-        if state.get("c") != kind:
-            raise ApiException(
-                400, "query parameter 'cursor': it belongs to another list", code="invalid_cursor"
-            )
+        state = decode_cursor(request, cursor, kind)
         explicit = {k: v for k, v in criteria.items() if given.get(k) is not None}
         if any(state["q"].get(k) != v for k, v in explicit.items()) or (
             "o" in state and sort != state["o"] and given.get("sort") is not None
@@ -140,17 +183,6 @@ def _list(
     )
 
 
-Limit = Annotated[int | None, Query(ge=1, le=200, description="page size (default 50, max 200)")]
-Cursor = Annotated[
-    str | None, Query(max_length=2048, description="nextCursor of the previous page")
-]
-Sort = Annotated[
-    Literal["updatedAt", "createdAt"] | None,
-    Query(description="ascending order by this field (default updatedAt)"),
-]
-Instant = Annotated[str | None, Query(max_length=64, description="ISO 8601 timestamp or date")]
-
-
 @router.get(
     "/conversations",
     response_model=ConversationPage,
@@ -161,40 +193,22 @@ Instant = Annotated[str | None, Query(max_length=64, description="ISO 8601 times
 def list_conversations(
     request: Request,
     caller: CallerDep,
-    limit: Limit = None,
-    cursor: Cursor = None,
-    sort: Sort = None,
-    updatedSince: Instant = None,
-    updatedBefore: Instant = None,
-    createdSince: Instant = None,
-    createdBefore: Instant = None,
+    window: Window,
     channel: Annotated[str | None, Query(max_length=64)] = None,
     status: Literal["open", "resolved", "abandoned"] | None = None,
     escalated: bool | None = None,
     externalUserId: Annotated[str | None, Query(max_length=256)] = None,
 ) -> Response:
     given = {
-        "updatedSince": updatedSince,
-        "updatedBefore": updatedBefore,
-        "createdSince": createdSince,
-        "createdBefore": createdBefore,
         "channel": channel,
         "status": status,
         "escalated": None if escalated is None else str(escalated).lower(),
         "externalUserId": externalUserId,
-        "sort": sort,
     }
     ws = caller.workspace
     with ws.lock:
         return _list(
-            request,
-            ws.conversations,
-            "conversations",
-            CONVERSATION_FILTERS,
-            given,
-            sort or "updatedAt",
-            limit or sandbox_of(request).settings.default_page_size,
-            cursor,
+            request, ws.conversations, "conversations", CONVERSATION_FILTERS, window, given
         )
 
 
@@ -229,41 +243,21 @@ def get_conversation(
 def list_leads(
     request: Request,
     caller: CallerDep,
-    limit: Limit = None,
-    cursor: Cursor = None,
-    sort: Sort = None,
-    updatedSince: Instant = None,
-    updatedBefore: Instant = None,
-    createdSince: Instant = None,
-    createdBefore: Instant = None,
+    window: Window,
     minScore: Annotated[float | None, Query(ge=0, le=100)] = None,
     intent: Annotated[str | None, Query(max_length=64)] = None,
     status: Literal["qualified", "scored", "any"] | None = None,
 ) -> Response:
     # The default applies to a first page; a cursor carries the first page's choice.
-    chosen = status or (None if cursor else "qualified")
+    chosen = status or (None if window.cursor else "qualified")
     given = {
-        "updatedSince": updatedSince,
-        "updatedBefore": updatedBefore,
-        "createdSince": createdSince,
-        "createdBefore": createdBefore,
         "minScore": None if minScore is None else repr(minScore),
         "intent": intent,
         "status": None if chosen == "any" else chosen,
-        "sort": sort,
     }
     ws = caller.workspace
     with ws.lock:
-        return _list(
-            request,
-            ws.leads,
-            "leads",
-            LEAD_FILTERS,
-            given,
-            sort or "updatedAt",
-            limit or sandbox_of(request).settings.default_page_size,
-            cursor,
-        )
+        return _list(request, ws.leads, "leads", LEAD_FILTERS, window, given)
 
 
 @lru_cache(maxsize=64)

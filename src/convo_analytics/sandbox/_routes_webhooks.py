@@ -11,8 +11,7 @@ from convo_analytics.contract import ALL_EVENT_TYPES, ErrorBody, WebhookCreate, 
 from convo_analytics.contract._records import DeliveryPage, WebhookEndpoint, WebhookList
 from convo_analytics.sandbox._auth import CallerDep, sandbox_of
 from convo_analytics.sandbox._errors import ApiException
-from convo_analytics.sandbox._routes_read import ERRORS, NOT_FOUND, json_response
-from convo_analytics.sandbox._store import CursorError
+from convo_analytics.sandbox._routes_read import ERRORS, NOT_FOUND, decode_cursor, json_response
 
 router = APIRouter(prefix="/v1", tags=["webhooks"])
 WebhookId = Annotated[str, Path(max_length=64)]
@@ -103,16 +102,7 @@ def list_deliveries(
     log = sandbox.dispatcher.log.get(endpoint.id, [])
     start = 0
     if cursor:
-        try:
-            state = sandbox.cursors.decode(cursor)
-        except CursorError as exc:
-            raise ApiException(
-                400, f"query parameter 'cursor': {exc}", code="invalid_cursor"
-            ) from None
-        if state.get("c") != f"deliveries:{endpoint.id}":
-            raise ApiException(
-                400, "query parameter 'cursor': it belongs to another list", code="invalid_cursor"
-            )
+        state = decode_cursor(request, cursor, f"deliveries:{endpoint.id}")
         start = int(state["p"])
     size = limit or sandbox.settings.default_page_size
     rows = log[start : start + size]
