@@ -213,11 +213,17 @@ def test_flag_strings_are_parsed_and_validated(tmp_path: Path) -> None:
     assert "sandbox.fault_drop_rate" in message and "between 0 and 1" in message
 
 
-def test_overrides_must_name_known_non_secret_settings(tmp_path: Path) -> None:
+def test_overrides_must_name_known_settings(tmp_path: Path) -> None:
     with pytest.raises(KeyError):
         load(tmp_path, flags={"sandbox.nope": 1})
-    with pytest.raises(ValueError, match="CONVO_API_KEY"):
-        load(tmp_path, flags={"service.api_key": "sk-flag"})
+
+
+def test_a_secret_flag_wins_and_stays_masked(tmp_path: Path) -> None:
+    settings = load(tmp_path, env={"CONVO_API_KEY": "sk-env"}, flags={"service.api_key": "sk-flag"})
+    secret = settings.get_secret("service.api_key")
+    assert secret is not None and secret.reveal() == "sk-flag"
+    assert settings.source("service.api_key").value == "flag"
+    assert "sk-flag" not in repr(settings.display())
 
 
 # -- config file discovery ---------------------------------------------------------------

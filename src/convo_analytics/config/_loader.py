@@ -297,11 +297,9 @@ def _flag_layer(overrides: Mapping[str, object], registry: Registry) -> dict[str
         if raw is None:
             continue
         setting = registry.get(name)
-        if setting.is_secret:
-            raise ValueError(
-                f"{name} is a secret; secrets cannot be command-line flags "
-                f"(they would show up in process listings): use {setting.env_var}"
-            )
+        # A secret given as a flag (e.g. ``convo extract --api-key``) is accepted
+        # because scripts ask for it, but it shows in process listings: the docs
+        # recommend the environment or a file instead.
         try:
             value = coerce_python(setting, raw)
         except InvalidValue as exc:

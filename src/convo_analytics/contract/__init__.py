@@ -16,6 +16,7 @@ from convo_analytics.contract._events import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
 )
+from convo_analytics.contract._limits import RateLimitPolicy
 from convo_analytics.contract._records import (
     ApiError,
     ConversationDetail,
@@ -55,6 +56,7 @@ __all__ = [
     "Lead",
     "Message",
     "Page",
+    "RateLimitPolicy",
     "SummaryMetrics",
     "SummaryResponse",
     "WebhookCreate",

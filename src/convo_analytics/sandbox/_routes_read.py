@@ -292,7 +292,7 @@ def analytics_summary(
         raise ApiException(400, f"query parameter 'tz': {tz!r} is not an IANA time zone")
     ws = caller.workspace
     with ws.lock:
-        body = summarize(
-            ws.id, ws.conversations.records.values(), from_, to, tz, lowConfidenceThreshold
-        )
+        conversations = list(ws.conversations.records.values())
+    # Computed outside the lock, so a long summary never stalls the workspace's other reads.
+    body = summarize(ws.id, conversations, from_, to, tz, lowConfidenceThreshold)
     return json_response(body, request)

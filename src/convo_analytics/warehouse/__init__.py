@@ -1,0 +1,27 @@
+"""The DuckDB warehouse: table definitions, opening it, and loading fetched pages."""
+
+from convo_analytics.warehouse._connection import (
+    WarehouseBusy,
+    ensure_schema,
+    open_warehouse,
+    read_bookmark,
+    transaction,
+    write_bookmark,
+)
+from convo_analytics.warehouse._load import WHOLE_BODY, PageCounts, RecordPaths
+from convo_analytics.warehouse._tables import ALL_TABLES, Column, Table
+
+__all__ = [
+    "ALL_TABLES",
+    "WHOLE_BODY",
+    "Column",
+    "PageCounts",
+    "RecordPaths",
+    "Table",
+    "WarehouseBusy",
+    "ensure_schema",
+    "open_warehouse",
+    "read_bookmark",
+    "transaction",
+    "write_bookmark",
+]

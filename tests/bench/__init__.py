@@ -1,0 +1,1 @@
+"""The benchmark suite (run by tests/bench/run.py, never collected by pytest)."""
