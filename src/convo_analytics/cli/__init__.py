@@ -16,6 +16,7 @@ from convo_analytics.cli._app import (
     settings_from_context,
 )
 from convo_analytics.cli._config_cmd import config_app
+from convo_analytics.cli._extract_cmd import extract
 from convo_analytics.cli._sandbox_cmd import sandbox_app
 
 __all__ = [
@@ -32,3 +33,4 @@ __all__ = [
 # (tests/test_cli_basics.py fails for undocumented commands).
 app.add_typer(config_app, name="config")
 app.add_typer(sandbox_app, name="sandbox")
+app.command("extract")(extract)

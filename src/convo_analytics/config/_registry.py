@@ -17,7 +17,9 @@ from convo_analytics.config._schema import Kind, Registry, Setting
 __all__ = ["REGISTRY", "SETTINGS"]
 
 _RATE = r"[1-9][0-9]*/(s|sec|second|min|minute|h|hour)"
-_RATE_HELP = "requests per period, like 600/min; periods: s, min, h"
+#: Either statement of the interface, none, or a custom bucket (see RateLimitPolicy.parse).
+_RATE_SPEC = r"none|off|" + _RATE + r"(,(burst=[0-9.]+|scope=(key|workspace)))*"
+_RATE_SPEC_HELP = "600/min, 100/min, none, or RATE[,burst=N][,scope=key|workspace]"
 
 SETTINGS: tuple[Setting, ...] = (
     # -- service: the hosted Conversational Assistant Service we read from ------
@@ -47,10 +49,13 @@ SETTINGS: tuple[Setting, ...] = (
         "service.rate_limit",
         Kind.STR,
         "600/min",
-        help="Client-side request budget towards the service.",
+        help=(
+            "The service's rate limit, which the client paces itself under: 600/min "
+            "(statement 1), 100/min (statement 2), none, or RATE[,burst=N]."
+        ),
         env_aliases=("CONVO_RATE_LIMIT",),
-        pattern=_RATE,
-        pattern_help=_RATE_HELP,
+        pattern=_RATE_SPEC,
+        pattern_help=_RATE_SPEC_HELP,
     ),
     Setting(
         "service.timeout_seconds",
@@ -91,6 +96,128 @@ SETTINGS: tuple[Setting, ...] = (
         "data/warehouse.duckdb",
         help="DuckDB database file of the analytics warehouse.",
         env_aliases=("CONVO_DB",),
+    ),
+    # -- extract: reading the service's API into the warehouse -------------------
+    Setting(
+        "extract.streams",
+        Kind.LIST,
+        ("conversations", "leads", "summary"),
+        help="Streams to extract, in order: conversations, leads, summary.",
+        pattern=r"conversations|leads|summary",
+        pattern_help="conversations, leads or summary",
+    ),
+    Setting(
+        "extract.page_size",
+        Kind.INT,
+        200,
+        help="Records asked for per list page.",
+        minimum=1,
+        maximum=10000,
+    ),
+    Setting(
+        "extract.pagination",
+        Kind.STR,
+        "auto",
+        help=(
+            "Paging style: auto (detected from the first answer), cursor, next_url, "
+            "link_header, page_number, offset or single."
+        ),
+        pattern=r"auto|cursor|next_url|link_header|page_number|offset|single",
+        pattern_help="auto, cursor, next_url, link_header, page_number, offset or single",
+    ),
+    Setting(
+        "extract.envelope",
+        Kind.STR,
+        "",
+        help="Key of the record list in list answers; empty: detected (data, items, results, ...).",
+    ),
+    Setting(
+        "extract.id_field",
+        Kind.STR,
+        "",
+        help="Record id field; empty: detected (id, conversationId, ...).",
+    ),
+    Setting(
+        "extract.created_field",
+        Kind.STR,
+        "",
+        help="Record created-at field; empty: detected (createdAt, created_at, ...).",
+    ),
+    Setting(
+        "extract.updated_field",
+        Kind.STR,
+        "",
+        help="Record updated-at field; empty: detected (updatedAt, updated_at, ...).",
+    ),
+    Setting(
+        "extract.updated_since_param",
+        Kind.STR,
+        "updatedSince",
+        help="Query parameter for 'updated at or after' on list endpoints.",
+    ),
+    Setting(
+        "extract.updated_before_param",
+        Kind.STR,
+        "updatedBefore",
+        help="Query parameter for 'updated before' on list endpoints.",
+    ),
+    Setting(
+        "extract.lookback_seconds",
+        Kind.FLOAT,
+        300.0,
+        help="How far before the bookmark an incremental run starts again, for late writes.",
+        minimum=0.0,
+    ),
+    Setting(
+        "extract.detail_concurrency",
+        Kind.INT,
+        16,
+        help="Conversation details fetched at once (the rate limiter still paces them).",
+        minimum=1,
+        maximum=256,
+    ),
+    Setting(
+        "extract.max_attempts",
+        Kind.INT,
+        8,
+        help="Attempts per request before the run fails (retries with backoff in between).",
+        minimum=1,
+        maximum=100,
+    ),
+    Setting(
+        "extract.summary_days",
+        Kind.INT,
+        30,
+        help="Days of the service's own summary fetched, ending today.",
+        minimum=1,
+        maximum=732,
+    ),
+    Setting(
+        "extract.summary_timezone",
+        Kind.STR,
+        "UTC",
+        help="IANA time zone the service's summary cuts days in.",
+    ),
+    Setting(
+        "extract.batch_records",
+        Kind.INT,
+        5000,
+        help="Commit a batch once it holds this many records ...",
+        minimum=1,
+    ),
+    Setting(
+        "extract.batch_seconds",
+        Kind.FLOAT,
+        5.0,
+        help="... or once it is this many seconds old (each commit advances the bookmark).",
+        minimum=0.0,
+    ),
+    Setting(
+        "service.connect_timeout_seconds",
+        Kind.FLOAT,
+        10.0,
+        help="Timeout in seconds for connecting to the service.",
+        minimum=0.1,
     ),
     # -- sandbox: the local fake of the service, for development and tests ------
     Setting(
@@ -136,8 +263,8 @@ SETTINGS: tuple[Setting, ...] = (
             "Rate limit the sandbox enforces: 600/min (per key, bursts to 2x for 10 s), "
             "100/min (per workspace), none, or RATE[,burst=N][,scope=key|workspace]."
         ),
-        pattern=r"none|off|" + _RATE + r"(,(burst=[0-9.]+|scope=(key|workspace)))*",
-        pattern_help="600/min, 100/min, none, or RATE[,burst=N][,scope=key|workspace]",
+        pattern=_RATE_SPEC,
+        pattern_help=_RATE_SPEC_HELP,
     ),
     Setting(
         "sandbox.retry_after_format",

@@ -1,1 +1,26 @@
-"""Extractors (being built)."""
+"""Extractors: page the service's API into the warehouse, incrementally and safely.
+
+Public surface: :class:`ExtractConfig`, :func:`run_extract` and its
+:class:`ExtractResult`; the progress sinks for terminals and logs.
+"""
+
+from convo_analytics.extract._http import ExtractError
+from convo_analytics.extract._paging import PagingError
+from convo_analytics.extract._progress import BarProgress, LogProgress, NoProgress
+from convo_analytics.extract._runner import ExtractResult, StreamResult, run_extract
+from convo_analytics.extract._shapes import ShapeError
+from convo_analytics.extract._streams import ALL_STREAMS, ExtractConfig
+
+__all__ = [
+    "ALL_STREAMS",
+    "BarProgress",
+    "ExtractConfig",
+    "ExtractError",
+    "ExtractResult",
+    "LogProgress",
+    "NoProgress",
+    "PagingError",
+    "ShapeError",
+    "StreamResult",
+    "run_extract",
+]

@@ -113,9 +113,18 @@ class ServiceClient:
         await self._client.aclose()
 
     async def get(
-        self, url: str, params: dict[str, str] | None, stats: RequestStats, endpoint: str
+        self,
+        url: str,
+        params: dict[str, str] | None,
+        stats: RequestStats,
+        endpoint: str,
+        *,
+        missing_ok: bool = False,
     ) -> tuple[httpx.Response, Any]:
-        """GET and parse JSON, retrying what is worth retrying; raises ExtractError."""
+        """GET and parse JSON, retrying what is worth retrying; raises ExtractError.
+
+        With ``missing_ok`` a 404 answers ``(response, None)`` instead of failing.
+        """
         last_problem = "no attempt made"
         for attempt in range(1, self.retry.max_attempts + 1):
             await self.limiter.acquire()
@@ -137,6 +146,9 @@ class ServiceClient:
                     else:
                         self.limiter.on_success()
                         return response, data
+                elif status == 404 and missing_ok:
+                    self.limiter.on_success()
+                    return response, None
                 elif status in RETRY_STATUSES:
                     retry_after = parse_retry_after(response.headers.get("retry-after"))
                     if status == 429:

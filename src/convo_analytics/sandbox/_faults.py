@@ -8,6 +8,7 @@ sees the same sequence of faults for the same sequence of requests.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from dataclasses import dataclass
 
@@ -31,8 +32,20 @@ class FaultSettings:
             raise ValueError("slow_seconds must be between 0 and 120")
 
 
+class InjectedDrop(ConnectionAbortedError):
+    """Raised on purpose to make uvicorn drop the connection mid-answer."""
+
+
+class _HideInjectedDrops(logging.Filter):
+    """An injected drop is the sandbox working as asked, not an error worth a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], InjectedDrop))
+
+
 class FaultInjector:
     def __init__(self, app: ASGIApp, settings: FaultSettings, seed: int = 0) -> None:
+        logging.getLogger("uvicorn.error").addFilter(_HideInjectedDrops())
         self.app = app
         self.settings = settings
         self.rng = random.Random(seed)
@@ -56,7 +69,7 @@ class FaultInjector:
                 }
             )
             await send({"type": "http.response.body", "body": b'{"data": [', "more_body": True})
-            raise ConnectionAbortedError("sandbox fault injection: connection dropped")
+            raise InjectedDrop("sandbox fault injection: connection dropped")
         if s.error_rate and self.rng.random() < s.error_rate:
             self.injected["error"] += 1
             status = self.rng.choice((500, 502, 503))
