@@ -276,7 +276,7 @@ class Extraction:
             if not records:
                 continue
             assert fields is not None
-            paths = paths or RecordPaths(envelope, fields.id, fields.updated)
+            paths = paths or RecordPaths(envelope, fields.id, fields.updated, fields.created)
             updated = [t for r in records if (t := _updated(r, fields)) is not None]
             page_sorted = updated == sorted(updated) and (
                 not updated or previous_max is None or updated[0] >= previous_max

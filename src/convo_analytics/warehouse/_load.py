@@ -40,6 +40,7 @@ class RecordPaths:
     envelope: str | None
     id: str
     updated: str | None
+    created: str | None = None
 
 
 WHOLE_BODY = "$"
@@ -113,10 +114,13 @@ def _records_sql(paths: RecordPaths, source: str) -> str:
         key = '"' + paths.envelope.replace('"', '""') + '"'
         records = f"unnest(from_json(body, '{structure}').{key})"
     updated = f"r->>'{_path(paths.updated)}'" if paths.updated else "NULL"
+    created = f"r->>'{_path(paths.created)}'" if paths.created else "NULL"
     return (
-        f"SELECT payload, id, {_ts('updated_text')} AS updated_at, payload_hash FROM ("
+        f"SELECT payload, id, {_ts('updated_text')} AS updated_at, "
+        f"{_ts('created_text')} AS created_at, payload_hash FROM ("
         f"SELECT r AS payload, r->>'{_path(paths.id)}' AS id, {updated} AS updated_text, "
-        f"md5(r::VARCHAR) AS payload_hash FROM (SELECT {records} AS r FROM {source}))"
+        f"{created} AS created_text, md5(r::VARCHAR) AS payload_hash "
+        f"FROM (SELECT {records} AS r FROM {source}))"
     )
 
 
@@ -147,6 +151,19 @@ def _parsed(table: Table, record: str) -> str:
     """The struct expression ``_typed_select`` reads from (add it to the inner SELECT)."""
     structure = orjson.dumps(_structure(table.columns)).decode().replace("'", "''")
     return f"json_transform({record}, '{structure}') AS _s"
+
+
+def _key_times(table: Table) -> dict[str, str]:
+    """Created and updated times from the fields detected (or configured) for the stream.
+
+    They were parsed while staging, so a service that names them differently
+    still fills these columns; the contract's field is the fallback for created.
+    """
+    created = next(c for c in table.columns if c.name == "created_at")
+    return {
+        "created_at": f"COALESCE(staged_created_at, {_access(created, '_s')})",
+        "updated_at": "staged_updated_at",
+    }
 
 
 def _upsert(table: Table, keep: tuple[str, ...], condition: str) -> str:
@@ -207,6 +224,7 @@ def merge_conversations(
     join = f"LEFT JOIN {details} d USING (id)" if details else ""
     detail_payload = "d.payload" if details else "NULL::JSON"
     detail_updated = "d.updated_at" if details else "NULL::TIMESTAMPTZ"
+    detail_created = "d.created_at" if details else "NULL::TIMESTAMPTZ"
     select = _typed_select(
         CONVERSATIONS,
         "r",
@@ -216,6 +234,7 @@ def merge_conversations(
             "first_run_id": "?",
             "last_run_id": "?",
             "loaded_at": "?",
+            **_key_times(CONVERSATIONS),
         },
     )
     newer = (
@@ -228,7 +247,9 @@ def merge_conversations(
             SELECT {select} FROM (
                 SELECT *, {_parsed(CONVERSATIONS, "r")} FROM (
                     SELECT DISTINCT ON (l.id) l.id, COALESCE({detail_payload}, l.payload) AS r,
-                           {detail_updated} AS detail_updated_at
+                           {detail_updated} AS detail_updated_at,
+                           COALESCE({detail_updated}, l.updated_at) AS staged_updated_at,
+                           COALESCE({detail_created}, l.created_at) AS staged_created_at
                     FROM {listed} l {join} WHERE l.id IS NOT NULL
                     ORDER BY l.id, l.updated_at DESC))
             {_upsert(CONVERSATIONS, ("first_run_id",), newer)}""",
@@ -265,12 +286,21 @@ def _replace_messages(con: duckdb.DuckDBPyConnection, details: str, run_id: str)
 
 def merge_leads(con: duckdb.DuckDBPyConnection, stage: str, run_id: str, loaded: datetime) -> None:
     select = _typed_select(
-        LEADS, "r", {"id": "id", "first_run_id": "?", "last_run_id": "?", "loaded_at": "?"}
+        LEADS,
+        "r",
+        {
+            "id": "id",
+            "first_run_id": "?",
+            "last_run_id": "?",
+            "loaded_at": "?",
+            **_key_times(LEADS),
+        },
     )
     con.execute(
         f"""INSERT INTO leads SELECT {select} FROM (
                 SELECT *, {_parsed(LEADS, "r")} FROM (
-                    SELECT DISTINCT ON (id) id, payload AS r FROM {stage}
+                    SELECT DISTINCT ON (id) id, payload AS r, updated_at AS staged_updated_at,
+                           created_at AS staged_created_at FROM {stage}
                     WHERE id IS NOT NULL ORDER BY id, updated_at DESC))
             {
             _upsert(

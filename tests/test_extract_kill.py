@@ -1,0 +1,74 @@
+"""kill -9 at any moment, then re-run: the warehouse ends complete, without duplicates."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import ACME_KEY, RunningSandbox
+from extract_support import assert_complete, warehouse_rows
+
+
+def _start(url: str, db: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "CONVO_API_KEY": ACME_KEY,
+        "CONVO_EXTRACT_BATCH_SECONDS": "0.2",
+        "CONVO_EXTRACT_BATCH_RECORDS": "40",
+        "HOME": str(cwd),
+    }
+    cli = [
+        sys.executable,
+        "-m",
+        "convo_analytics.cli",
+        "extract",
+        "--base-url",
+        url,
+        "--db",
+        str(db),
+        "--rate-limit",
+        "80/s,burst=10",
+        "--page-size",
+        "50",
+        "--json",
+    ]
+    return subprocess.Popen(
+        cli, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+
+
+def test_killed_runs_resume_to_a_complete_warehouse(start_sandbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    running: RunningSandbox = start_sandbox(conversations=350)
+    db = tmp_path / "w.duckdb"
+    for delay in (1.2, 2.5):  # into the first batches, then deeper into the run
+        proc = _start(running.url, db, tmp_path)
+        time.sleep(delay)
+        assert proc.poll() is None, "the run should still be going when it is killed"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        # changes keep happening between runs, as they would in production
+        running.admin(
+            "/_sandbox/simulate",
+            {"workspace": "acme", "progress": 5, "newConversations": 2, "seed": int(delay * 10)},
+        )
+    partial = warehouse_rows(db, "SELECT count(*) FROM conversations")[0][0]
+    assert 0 < partial < 354, "the killed runs committed some batches, not all"
+    final = _start(running.url, db, tmp_path)
+    out, _ = final.communicate(timeout=120)
+    assert final.returncode == 0, out
+    assert_complete(db, running.sandbox.workspaces["ws_acme"])
+    statuses = [
+        r[0]
+        for r in warehouse_rows(
+            db, "SELECT status FROM extract_runs WHERE stream = 'conversations' ORDER BY started_at"
+        )
+    ]
+    assert statuses == ["interrupted", "interrupted", "ok"]
+    dup = warehouse_rows(
+        db, "SELECT count(*) - count(DISTINCT (id, payload_hash)) FROM raw_conversation_details"
+    )
+    assert dup == [(0,)]
