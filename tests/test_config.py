@@ -283,7 +283,7 @@ def test_top_level_key_is_pointed_at_its_section(tmp_path: Path) -> None:
         ("[sandbox]\nport = 70000\n", "between 0 and 65535"),
         ("[sandbox]\nport = true\n", "an integer"),
         ('[service]\ntimeout_seconds = "fast"\n', "a number"),
-        ('[service]\nrate_limit = "lots"\n', "like 600/min"),
+        ('[service]\nrate_limit = "lots"\n', "600/min, 100/min, none"),
         ('[service]\nbase_url = "ftp://x"\n', "URL"),
         ("[warehouse]\npath = 3\n", "a path"),
         ("[sandbox]\nfault_5xx_rate = 2\n", "between 0 and 1"),

@@ -28,5 +28,7 @@ def test_every_table_and_column_is_documented(table: Table) -> None:
 def test_the_architecture_map_names_every_stage_folder() -> None:
     text = (DOCS / "architecture.md").read_text(encoding="utf-8")
     src = Path(__file__).resolve().parent.parent / "src" / "convo_analytics"
-    for folder in sorted(p.name for p in src.iterdir() if p.is_dir() and not p.name.startswith("_")):
+    for folder in sorted(
+        p.name for p in src.iterdir() if p.is_dir() and not p.name.startswith("_")
+    ):
         assert f"src/convo_analytics/{folder}/" in text, f"architecture.md misses {folder}/"
