@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from convo_analytics.config import (
@@ -452,25 +452,24 @@ def test_secret_equality_and_parts() -> None:
     assert not Secret("")
 
 
-#: Text the display shows on its own (env var names as origins, the mask): a "secret"
-#: that is a substring of these would be found without having leaked.
-DISPLAY_TEXTS = ("$CONVO_API_KEY", "$CONVO_WEBHOOK_SECRET", "Secret('***')", "environment")
-
-
 @settings(max_examples=50, deadline=None)
 @given(
     secret=st.text(
         alphabet=st.characters(min_codepoint=33, max_codepoint=126, exclude_characters=","),
         min_size=12,
         max_size=40,
-    ).filter(lambda text: not any(text in shown for shown in DISPLAY_TEXTS))
+    )
 )
 def test_env_secrets_never_reach_display(empty_dir: Path, secret: str) -> None:
-    env = {"CONVO_API_KEY": secret, "CONVO_WEBHOOK_SECRET": secret}
-    s = load_settings(None, {}, env, cwd=empty_dir)
-    assert s.require_secret("service.api_key").reveal() == secret
-    rendered = orjson.dumps(s.display()).decode() + repr(s) + repr(s.service.api_key)
-    assert secret not in rendered
+    def rendered(value: str) -> str:
+        env = {"CONVO_API_KEY": value, "CONVO_WEBHOOK_SECRET": value}
+        s = load_settings(None, {}, env, cwd=empty_dir)
+        assert s.require_secret("service.api_key").reveal() == value
+        return orjson.dumps(s.display()).decode() + repr(s) + repr(s.service.api_key)
+
+    # A "secret" that the display shows anyway (a setting name, an env var) proves nothing.
+    assume(secret not in rendered("0" * 12))
+    assert secret not in rendered(secret)
 
 
 @settings(max_examples=50, deadline=None)
