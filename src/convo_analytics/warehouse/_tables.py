@@ -254,7 +254,214 @@ STREAM_SCHEMAS = Table(
     "The record shape each stream had, for reporting drift.",
 )
 
+# -- webhook events (convo webhooks ingest) ------------------------------------------------
+
+EVENTS = Table(
+    "events",
+    (
+        Column(
+            "event_id",
+            "VARCHAR NOT NULL",
+            doc="the idempotency key, else sha256: of the signed content",
+        ),
+        Column("event_type", "VARCHAR", "$.event", "e.g. message.responded; unknown types kept"),
+        Column("occurred_at", _TS, "$.timestamp", "the event's timestamp, normalised to UTC"),
+        Column("workspace_id", "VARCHAR", "$.workspaceId"),
+        Column("conversation_id", "VARCHAR", "$.conversationId"),
+        Column("data", "JSON", "$.data", "the event-specific data"),
+        Column("payload", "JSON NOT NULL", doc="the whole event body as delivered"),
+        Column("idempotency_key", "VARCHAR", doc="the delivery's Idempotency-Key header"),
+        Column("content_hash", "VARCHAR", doc="sha256 of the signed bytes"),
+        Column(
+            "signature_reading",
+            "VARCHAR",
+            doc="which bytes verified: raw, stripped or canonical (decision D-SIGNED-BYTES)",
+        ),
+        Column(
+            "signature_source",
+            "VARCHAR",
+            doc="where the signature came from: a header name or field",
+        ),
+        Column("secret_index", "INTEGER", doc="which configured secret verified (0 = first)"),
+        Column("delivery_id", "VARCHAR", doc="the X-Convo-Delivery header, if any"),
+        Column("attempt", "INTEGER", doc="the X-Convo-Attempt header, if any"),
+        Column("received_at", _TS, doc="when the receiver got it (archived deliveries)"),
+        Column("source_file", "VARCHAR", doc="the archive file it was read from"),
+        Column("source_line", "BIGINT", doc="its 1-based line number there"),
+        Column("ingest_run_id", "VARCHAR"),
+    ),
+    ("event_id",),
+    "Every distinct webhook event, verified; retries and replays are recognised and stored once.",
+)
+
+EVENT_KEYS = Table(
+    "event_keys",
+    (
+        Column("key", "VARCHAR NOT NULL", doc="an idempotency key or a content hash"),
+        Column("event_id", "VARCHAR", doc="the event it belongs to"),
+    ),
+    ("key",),
+    "Every key under which an event was seen, so that a retry (same idempotency key) or a "
+    "replay (same content) is recognised across files and runs.",
+)
+
+QUARANTINE = Table(
+    "quarantine",
+    (
+        Column("source_file", "VARCHAR NOT NULL", doc="the archive file"),
+        Column("source_line", "BIGINT NOT NULL", doc="1-based line number"),
+        Column(
+            "reason",
+            "VARCHAR",
+            doc="malformed_json, bad_encoding, truncated_gzip, "
+            "not_an_event, malformed_body, unsigned, bad_signature, bad_timestamp, "
+            "empty_line, unreadable_file",
+        ),
+        Column("detail", "VARCHAR", doc="what exactly was wrong"),
+        Column("excerpt", "VARCHAR", doc="the start of the line (at most 2,000 characters)"),
+        Column("ingest_run_id", "VARCHAR"),
+        Column("quarantined_at", _TS),
+    ),
+    ("source_file", "source_line"),
+    "Input lines that could not be loaded, with the reason; re-ingesting a file does not "
+    "add them again.",
+)
+
+INGEST_RUNS = Table(
+    "ingest_runs",
+    (
+        Column("ingest_run_id", "VARCHAR NOT NULL"),
+        Column("started_at", _TS),
+        Column("finished_at", _TS),
+        Column("status", "VARCHAR", doc="running, ok or failed"),
+        Column("files", "INTEGER"),
+        Column("lines_read", "BIGINT", doc="input lines read"),
+        Column("loaded", "BIGINT", doc="new events stored"),
+        Column("duplicates", "BIGINT", doc="retries and replays recognised"),
+        Column("quarantined", "BIGINT"),
+        Column("quarantined_by_reason", "JSON"),
+        Column("readings", "JSON", doc="loaded events by signature reading"),
+        Column("duration_seconds", "DOUBLE"),
+        Column("error", "VARCHAR"),
+    ),
+    ("ingest_run_id",),
+    "One row per `convo webhooks ingest` run.",
+)
+
+
+def _event_table(name: str, key: str, doc: str, columns: tuple[Column, ...]) -> Table:
+    common = (
+        Column(key, "VARCHAR NOT NULL", doc="the subject's id (from the event data)"),
+        Column("event_id", "VARCHAR", doc="the event it came from"),
+        Column("conversation_id", "VARCHAR", "$.conversationId"),
+        Column("workspace_id", "VARCHAR", "$.workspaceId"),
+    )
+    return Table(name, (*common, *columns), (key,), doc)
+
+
+MESSAGE_TRACES = _event_table(
+    "message_traces",
+    "message_id",
+    "Assistant responses' trace metadata (message.responded).",
+    (
+        Column("responded_at", _TS, "$.timestamp"),
+        Column("latency_ms", "INTEGER", "$.data.latencyMs"),
+        Column("model_tier", "VARCHAR", "$.data.modelTier"),
+        Column("confidence", "DOUBLE", "$.data.confidence"),
+        Column("policy_flags", "VARCHAR[]", "$.data.policyFlags"),
+        Column("channel", "VARCHAR", "$.data.channel"),
+        Column("locale", "VARCHAR", "$.data.locale"),
+        Column("knowledge_source", "VARCHAR", "$.data.knowledgeSource"),
+    ),
+)
+GUARDRAIL_EVENTS = _event_table(
+    "guardrail_events",
+    "guardrail_event_id",
+    "Guardrail activations (guardrail.triggered); "
+    "the excerpt is stored as received and redacted by the reports and exports.",
+    (
+        Column("triggered_at", _TS, "$.timestamp"),
+        Column("message_id", "VARCHAR", "$.data.messageId"),
+        Column("flag", "VARCHAR", "$.data.flag"),
+        Column("rule", "VARCHAR", "$.data.rule"),
+        Column("category", "VARCHAR", "$.data.category"),
+        Column("severity", "VARCHAR", "$.data.severity"),
+        Column("action", "VARCHAR", "$.data.action"),
+        Column("excerpt", "VARCHAR", "$.data.excerpt"),
+    ),
+)
+FEEDBACK = _event_table(
+    "feedback",
+    "feedback_id",
+    "Ratings and comments (conversation.feedback).",
+    (
+        Column("given_at", _TS, "$.timestamp"),
+        Column("rating", "INTEGER", "$.data.rating"),
+        Column("comment", "VARCHAR", "$.data.comment"),
+    ),
+)
+LEAD_QUALIFICATIONS = _event_table(
+    "lead_qualifications",
+    "lead_id",
+    "Leads crossing the qualification threshold "
+    "(lead.qualified), set A and set B field names reconciled.",
+    (
+        Column("qualified_at", _TS, "$.timestamp"),
+        Column("score", "DOUBLE", None, "set A leadScore, else set B qualificationScore"),
+        Column("intent", "VARCHAR", "$.data.intent"),
+        Column("email", "VARCHAR", None, "set B email, else set A contactFields.email"),
+        Column(
+            "contact_fields", "JSON", "$.data.contactFields", "set A: the captured contact details"
+        ),
+        Column(
+            "conversation_url", "VARCHAR", None, "set B conversationUrl, else set A transcriptUrl"
+        ),
+        Column("metadata", "JSON", "$.data.metadata"),
+    ),
+)
+CONVERSATION_LIFECYCLE = _event_table(
+    "conversation_lifecycle",
+    "conversation_key",
+    "Conversations' start and end "
+    "(conversation.created, conversation.completed), one row per conversation.",
+    (
+        Column("started_at", _TS, None, "conversation.created's startedAt (or timestamp)"),
+        Column("channel", "VARCHAR", None, "from conversation.created"),
+        Column("external_user_id", "VARCHAR", None, "from conversation.created"),
+        Column("completed_at", _TS, None, "conversation.completed's endedAt (or timestamp)"),
+        Column("outcome", "VARCHAR", None, "resolved or abandoned"),
+    ),
+)
+ESCALATIONS = _event_table(
+    "escalations",
+    "escalation_key",
+    "One row per escalation, reconciled from "
+    "escalation.created and conversation.escalated (decision D-ESCALATION-EVENTS): matched on "
+    "escalationId, else on conversation and timestamp.",
+    (
+        Column("escalated_at", _TS, "$.timestamp"),
+        Column(
+            "reason_code",
+            "VARCHAR",
+            None,
+            "escalation.created reasonCode, else conversation.escalated reason",
+        ),
+        Column("destination", "VARCHAR", "$.data.destination"),
+        Column("owner", "VARCHAR", "$.data.owner", "from escalation.created"),
+        Column("priority", "VARCHAR", "$.data.priority", "from escalation.created"),
+        Column("origin", "VARCHAR", "$.data.origin", "automatic or manual"),
+        Column("seen_created", "BOOLEAN", None, "an escalation.created event arrived"),
+        Column("seen_escalated", "BOOLEAN", None, "a conversation.escalated event arrived"),
+    ),
+)
+
+EVENT_TABLES = (
+    MESSAGE_TRACES, GUARDRAIL_EVENTS, FEEDBACK, LEAD_QUALIFICATIONS, CONVERSATION_LIFECYCLE,
+    ESCALATIONS,
+)  # fmt: skip
+
 ALL_TABLES = (
     RAW_CONVERSATIONS, RAW_CONVERSATION_DETAILS, RAW_LEADS, RAW_SERVICE_SUMMARIES,
     CONVERSATIONS, MESSAGES, LEADS, SERVICE_SUMMARIES, BOOKMARKS, EXTRACT_RUNS, STREAM_SCHEMAS,
+    EVENTS, EVENT_KEYS, QUARANTINE, INGEST_RUNS, *EVENT_TABLES,
 )  # fmt: skip

@@ -1,6 +1,7 @@
 """Webhook events: signatures, the delivery archive format, receiving and ingesting."""
 
 from convo_analytics.webhooks._archive import archive_line, parse_archive_line
+from convo_analytics.webhooks._ingest import IngestResult, ingest
 from convo_analytics.webhooks._signature import (
     SIGNATURE_PREFIX,
     append_signature,
@@ -8,13 +9,27 @@ from convo_analytics.webhooks._signature import (
     strip_signature,
     verify,
 )
+from convo_analytics.webhooks._verify import (
+    READINGS,
+    SIGNATURE_HEADERS,
+    Verification,
+    secret_keys,
+    verify_delivery,
+)
 
 __all__ = [
+    "READINGS",
+    "SIGNATURE_HEADERS",
     "SIGNATURE_PREFIX",
+    "IngestResult",
+    "Verification",
     "append_signature",
     "archive_line",
+    "ingest",
     "parse_archive_line",
+    "secret_keys",
     "sign",
     "strip_signature",
     "verify",
+    "verify_delivery",
 ]

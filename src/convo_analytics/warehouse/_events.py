@@ -1,0 +1,276 @@
+"""Loading verified webhook events: validate, deduplicate, store, fan out by kind.
+
+The ingest hands over one chunk of verified deliveries at a time (event
+bodies as text, with their keys and provenance) as Arrow; everything below
+runs in SQL inside the caller's transaction. A line is a duplicate when its
+idempotency key or its content hash was seen before, earlier in the chunk,
+in an earlier file or in an earlier run (``event_keys``). Per-kind tables
+are filled from the events stored by this chunk; events are immutable, so
+the first arrival of a subject wins, except escalations and conversation
+lifecycles, whose rows are completed by the second event of the pair.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import duckdb
+import pyarrow as pa
+
+from convo_analytics.warehouse._load import _ts
+from convo_analytics.warehouse._tables import (
+    FEEDBACK,
+    GUARDRAIL_EVENTS,
+    LEAD_QUALIFICATIONS,
+    MESSAGE_TRACES,
+    Column,
+    Table,
+)
+
+STAGE_SCHEMA = pa.schema(
+    [
+        ("ord", pa.int64()),
+        ("source_file", pa.string()),
+        ("source_line", pa.int64()),
+        ("body", pa.binary()),
+        ("idempotency_key", pa.string()),
+        ("content_hash", pa.string()),
+        ("signature_reading", pa.string()),
+        ("signature_source", pa.string()),
+        ("secret_index", pa.int32()),
+        ("delivery_id", pa.string()),
+        ("attempt", pa.int32()),
+        ("received_at", pa.string()),
+    ]
+)
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        ("source_file", pa.string()),
+        ("source_line", pa.int64()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+        ("excerpt", pa.string()),
+    ]
+)
+
+
+@dataclass(slots=True)
+class ChunkCounts:
+    loaded: int = 0
+    duplicates: int = 0
+    quarantined: Counter[str] = field(default_factory=Counter)
+    readings: Counter[str] = field(default_factory=Counter)
+    types: Counter[str] = field(default_factory=Counter)
+
+
+def quarantine(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: str, now: datetime) -> None:
+    """Store quarantined lines (a line already quarantined by an earlier run stays as it was)."""
+    if rows.num_rows == 0:
+        return
+    con.register("q_rows", rows)
+    con.execute(
+        "INSERT INTO quarantine SELECT source_file, source_line, reason, detail, excerpt, ?, ? "
+        "FROM q_rows ON CONFLICT DO NOTHING",
+        [run_id, now],
+    )
+    con.unregister("q_rows")
+
+
+def load_events(
+    con: duckdb.DuckDBPyConnection, stage: pa.Table, run_id: str, now: datetime
+) -> ChunkCounts:
+    counts = ChunkCounts()
+    if stage.num_rows == 0:
+        return counts
+    con.register("ev_bin", stage)
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE ev_parsed AS
+        SELECT * EXCLUDE (body), body_text, CASE WHEN is_json THEN body_text::JSON END AS j
+        FROM (SELECT *, TRY(decode(body)) AS body_text,
+                     COALESCE(json_valid(TRY(decode(body))), false) AS is_json FROM ev_bin)"""
+    )
+    con.unregister("ev_bin")
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE ev_checked AS
+        SELECT *, CASE
+            WHEN body_text IS NULL THEN 'bad_encoding'
+            WHEN NOT is_json THEN 'malformed_body'
+            WHEN json_type(j) <> 'OBJECT' OR (j->>'$.event') IS NULL THEN 'not_an_event'
+            WHEN {_ts("j->>'$.timestamp'")} IS NULL THEN 'bad_timestamp'
+        END AS problem FROM ev_parsed"""
+    )
+    bad = con.sql(
+        """SELECT source_file, source_line, problem,
+                  CASE problem WHEN 'bad_timestamp' THEN 'timestamp: ' || (j->>'$.timestamp')
+                               ELSE 'the delivery body is not a JSON event' END,
+                  left(COALESCE(body_text, ''), 2000)
+           FROM ev_checked WHERE problem IS NOT NULL"""
+    ).to_arrow_table()
+    quarantine(con, bad.rename_columns(QUARANTINE_SCHEMA.names), run_id, now)
+    counts.quarantined.update(str(r) for r in bad.column(2).to_pylist())
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE ev_new AS
+        WITH ok AS (SELECT * FROM ev_checked WHERE problem IS NULL),
+        ranked AS (
+            SELECT *,
+                row_number() OVER (PARTITION BY content_hash ORDER BY ord) AS rn_hash,
+                CASE WHEN idempotency_key IS NULL THEN 1 ELSE
+                    row_number() OVER (PARTITION BY idempotency_key ORDER BY ord) END AS rn_key
+            FROM ok)
+        SELECT *, COALESCE(idempotency_key, 'sha256:' || content_hash) AS event_id,
+            rn_hash > 1 OR rn_key > 1
+            OR content_hash IN (SELECT key FROM event_keys)
+            OR (idempotency_key IS NOT NULL
+                AND idempotency_key IN (SELECT key FROM event_keys)) AS duplicate
+        FROM ranked"""
+    )
+    row = con.execute(
+        "SELECT count(*) FILTER (WHERE NOT duplicate), count(*) FILTER (WHERE duplicate) "
+        "FROM ev_new"
+    ).fetchone()
+    assert row is not None
+    counts.loaded, counts.duplicates = int(row[0]), int(row[1])
+    con.execute(
+        f"""INSERT INTO events SELECT event_id, j->>'$.event', {_ts("j->>'$.timestamp'")},
+               j->>'$.workspaceId', j->>'$.conversationId', j->'$.data', j, idempotency_key,
+               content_hash, signature_reading, signature_source, secret_index, delivery_id,
+               attempt, TRY_CAST(received_at AS TIMESTAMPTZ), source_file, source_line, ?
+            FROM ev_new WHERE NOT duplicate ON CONFLICT DO NOTHING""",
+        [run_id],
+    )
+    con.execute(
+        """INSERT INTO event_keys
+           SELECT key, any_value(event_id) FROM (
+               SELECT content_hash AS key, event_id FROM ev_new
+               UNION ALL SELECT idempotency_key, event_id FROM ev_new
+                         WHERE idempotency_key IS NOT NULL)
+           GROUP BY key ON CONFLICT DO NOTHING"""
+    )
+    for reading, kind, n in con.execute(
+        "SELECT signature_reading, j->>'$.event', count(*) FROM ev_new WHERE NOT duplicate "
+        "GROUP BY ALL"
+    ).fetchall():
+        counts.readings[str(reading)] += int(n)
+        counts.types[str(kind)] += int(n)
+    _fan_out(con)
+    return counts
+
+
+# -- per-kind tables -------------------------------------------------------------------------
+
+_NEW = "SELECT * FROM events WHERE event_id IN (SELECT event_id FROM ev_new WHERE NOT duplicate)"
+
+
+def _value(col: Column, record: str = "e.payload") -> str:
+    assert col.source is not None
+    kind = col.type.split()[0]
+    text = f"({record}->>'{col.source}')"
+    if kind == "JSON":
+        return f"({record}->'{col.source}')"
+    if kind == "VARCHAR[]":
+        return f"TRY_CAST(from_json({record}->'{col.source}', '[\"VARCHAR\"]') AS VARCHAR[])"
+    if kind == "TIMESTAMPTZ":
+        return _ts(text)
+    if kind == "VARCHAR":
+        return text
+    return f"TRY_CAST({text} AS {kind})"
+
+
+def _simple(
+    table: Table, event_type: str, key_path: str, computed: dict[str, str] | None = None
+) -> str:
+    computed = computed or {}
+    key = table.key[0]
+    exprs = []
+    for col in table.columns:
+        if col.name == key:
+            exprs.append(f"COALESCE(e.data->>'{key_path}', e.event_id)")
+        elif col.name == "event_id":
+            exprs.append("e.event_id")
+        elif col.name in computed:
+            exprs.append(computed[col.name])
+        else:
+            exprs.append(_value(col))
+    return (
+        f"INSERT INTO {table.name} SELECT {', '.join(exprs)} FROM ({_NEW}) e "
+        f"WHERE e.event_type = '{event_type}' ON CONFLICT DO NOTHING"
+    )
+
+
+def _fan_out(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(_simple(MESSAGE_TRACES, "message.responded", "$.messageId"))
+    con.execute(_simple(GUARDRAIL_EVENTS, "guardrail.triggered", "$.guardrailEventId"))
+    con.execute(_simple(FEEDBACK, "conversation.feedback", "$.feedbackId"))
+    con.execute(_simple(LEAD_QUALIFICATIONS, "lead.qualified", "$.leadId", {
+        "score": "COALESCE(TRY_CAST(e.data->>'$.leadScore' AS DOUBLE), "
+                 "TRY_CAST(e.data->>'$.qualificationScore' AS DOUBLE))",
+        "email": "COALESCE(e.data->>'$.email', e.data->>'$.contactFields.email')",
+        "conversation_url": "COALESCE(e.data->>'$.conversationUrl', "
+                            "e.data->>'$.transcriptUrl')",
+    }))  # fmt: skip
+    _escalations(con)
+    _lifecycle(con)
+
+
+def _escalations(con: duckdb.DuckDBPyConnection) -> None:
+    """escalation.created and conversation.escalated complete one row between them."""
+    key = (
+        "COALESCE(e.data->>'$.escalationId', e.conversation_id || '|' || "
+        "strftime(e.occurred_at, '%Y-%m-%dT%H:%M:%S.%f'))"
+    )
+    con.execute(
+        f"""INSERT INTO escalations
+        SELECT {key}, any_value(e.event_id ORDER BY e.event_type), any_value(e.conversation_id),
+               any_value(e.workspace_id), min(e.occurred_at),
+               COALESCE(any_value(e.data->>'$.reasonCode') FILTER (e.event_type =
+                   'escalation.created'), any_value(e.data->>'$.reason')),
+               any_value(e.data->>'$.destination'),
+               any_value(e.data->>'$.owner') FILTER (e.event_type = 'escalation.created'),
+               any_value(e.data->>'$.priority') FILTER (e.event_type = 'escalation.created'),
+               any_value(e.data->>'$.origin') FILTER (e.event_type = 'escalation.created'),
+               bool_or(e.event_type = 'escalation.created'),
+               bool_or(e.event_type = 'conversation.escalated')
+        FROM ({_NEW}) e
+        WHERE e.event_type IN ('escalation.created', 'conversation.escalated')
+        GROUP BY 1
+        ON CONFLICT (escalation_key) DO UPDATE SET
+            escalated_at = least(escalations.escalated_at, excluded.escalated_at),
+            reason_code = CASE WHEN excluded.seen_created THEN excluded.reason_code
+                               ELSE COALESCE(escalations.reason_code, excluded.reason_code) END,
+            destination = COALESCE(escalations.destination, excluded.destination),
+            owner = COALESCE(escalations.owner, excluded.owner),
+            priority = COALESCE(escalations.priority, excluded.priority),
+            origin = COALESCE(escalations.origin, excluded.origin),
+            seen_created = escalations.seen_created OR excluded.seen_created,
+            seen_escalated = escalations.seen_escalated OR excluded.seen_escalated"""
+    )
+
+
+def _lifecycle(con: duckdb.DuckDBPyConnection) -> None:
+    created = "e.event_type = 'conversation.created'"
+    completed = "e.event_type = 'conversation.completed'"
+    con.execute(
+        f"""INSERT INTO conversation_lifecycle
+        SELECT e.conversation_id, any_value(e.event_id), e.conversation_id,
+               any_value(e.workspace_id),
+               any_value({_ts("COALESCE(e.data->>'$.startedAt', e.payload->>'$.timestamp')")})
+                   FILTER ({created}),
+               any_value(e.data->>'$.channel') FILTER ({created}),
+               any_value(e.data->>'$.externalUserId') FILTER ({created}),
+               any_value({_ts("COALESCE(e.data->>'$.endedAt', e.payload->>'$.timestamp')")})
+                   FILTER ({completed}),
+               any_value(e.data->>'$.outcome') FILTER ({completed})
+        FROM ({_NEW}) e
+        WHERE e.event_type IN ('conversation.created', 'conversation.completed')
+          AND e.conversation_id IS NOT NULL
+        GROUP BY e.conversation_id
+        ON CONFLICT (conversation_key) DO UPDATE SET
+            started_at = COALESCE(conversation_lifecycle.started_at, excluded.started_at),
+            channel = COALESCE(conversation_lifecycle.channel, excluded.channel),
+            external_user_id = COALESCE(conversation_lifecycle.external_user_id,
+                                        excluded.external_user_id),
+            completed_at = COALESCE(conversation_lifecycle.completed_at, excluded.completed_at),
+            outcome = COALESCE(conversation_lifecycle.outcome, excluded.outcome)"""
+    )

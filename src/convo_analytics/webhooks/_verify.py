@@ -1,0 +1,131 @@
+"""Verifying a delivery's signature under every reading a real service could use.
+
+The interface says the signature is an HMAC-SHA256 "of the payload text" and
+also travels in the payload's ``signature`` field, without saying which bytes
+are signed (decision D-SIGNED-BYTES). We accept, in this order:
+
+``raw``
+    the raw body exactly as received (GitHub-style; a header signature);
+``stripped``
+    the raw body with its ``signature`` member cut out textually (what the
+    sandbox signs: the body serialised before the member was appended);
+``canonical``
+    the parsed body without ``signature``, re-serialised compactly with sorted
+    keys (a service that signs a canonical form).
+
+Several secrets may be valid at once while a secret is rotated. Comparisons
+are constant-time. The result records which reading and which secret
+verified, so an archive's provenance can be audited.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from convo_analytics.webhooks._signature import SIGNATURE_PREFIX, strip_signature
+
+#: Headers a signature may arrive in, ours first (names compared in lower case).
+SIGNATURE_HEADERS = (
+    "x-convo-signature",
+    "x-signature",
+    "x-signature-256",
+    "x-hub-signature-256",
+    "webhook-signature",
+)
+READINGS = ("raw", "stripped", "canonical")
+#: The value of a trailing ``signature`` member, found without parsing the body.
+_FIELD = re.compile(rb'"signature"\s*:\s*"([^"\\]*)"\s*}\s*$')
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    ok: bool
+    reading: str | None = None  # raw, stripped or canonical
+    secret_index: int | None = None  # which of the configured secrets verified
+    reason: str | None = None  # unsigned or bad_signature, when not ok
+    signature_source: str | None = None  # the header name, or "field"
+
+
+def _digest(key: bytes, payload: bytes) -> str:
+    return hmac.new(key, payload, hashlib.sha256).hexdigest()
+
+
+def _well_formed(where: str, value: str) -> tuple[str, str] | None:
+    value = value.strip()
+    if value.startswith(SIGNATURE_PREFIX) and len(value) == len(SIGNATURE_PREFIX) + 64:
+        return where, value[len(SIGNATURE_PREFIX) :]
+    return None
+
+
+def _header_claims(headers: Mapping[str, str]) -> list[tuple[str, str]]:
+    claims = []
+    for name in SIGNATURE_HEADERS:
+        value = headers.get(name)
+        if value and (claim := _well_formed(name, value)):
+            claims.append(claim)
+    return claims
+
+
+def _match(
+    secrets: Sequence[bytes], candidates: list[tuple[str, bytes]], claims: list[tuple[str, str]]
+) -> Verification | None:
+    for index, key in enumerate(secrets):
+        for reading, payload in candidates:
+            expected = _digest(key, payload)
+            for where, digest in claims:
+                if hmac.compare_digest(expected, digest):
+                    return Verification(True, reading, index, None, where)
+    return None
+
+
+def verify_delivery(
+    body: bytes,
+    headers: Mapping[str, str],
+    secrets: Sequence[bytes],
+    parsed: Any = None,
+) -> Verification:
+    """Check a delivery (headers in lower case; ``parsed`` the body's JSON if already parsed).
+
+    The common cases (a header or field signature over the raw or stripped
+    bytes) are decided without parsing the body; the body is parsed only to
+    find a field signature or to try the canonical reading.
+    """
+    claims = _header_claims(headers)
+    textual: list[tuple[str, bytes]] = [("raw", body)]
+    stripped = strip_signature(body)
+    if stripped is not None:
+        textual.append(("stripped", stripped))
+        field_value = _FIELD.search(body)
+        if field_value and (claim := _well_formed("field", field_value.group(1).decode())):
+            claims.append(claim)
+    if claims and (found := _match(secrets, textual, claims)):
+        return found
+    if parsed is None:
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            parsed = None
+    if isinstance(parsed, dict) and isinstance(parsed.get("signature"), str):
+        claim = _well_formed("field", parsed["signature"])
+        if claim and claim not in claims:
+            claims.append(claim)
+    if not claims:
+        return Verification(False, reason="unsigned")
+    candidates = textual
+    if isinstance(parsed, dict) and "signature" in parsed:
+        rest = {k: v for k, v in parsed.items() if k != "signature"}
+        candidates = [*textual, ("canonical", orjson.dumps(rest, option=orjson.OPT_SORT_KEYS))]
+    found = _match(secrets, candidates, claims)
+    return found or Verification(False, reason="bad_signature")
+
+
+def secret_keys(secrets: Sequence[str]) -> list[bytes]:
+    """Configured secrets as HMAC keys, in order (the first is the current one)."""
+    return [s.encode("utf-8") for s in secrets if s]

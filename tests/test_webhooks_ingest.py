@@ -1,0 +1,306 @@
+"""Webhook archive ingest: every line ends in exactly one outcome, and twice changes nothing."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from convo_analytics.sandbox._model import iso
+from convo_analytics.webhooks import append_signature, archive_line, ingest, sign
+
+SECRET = b"whsec_current_secret_123"
+OLD_SECRET = b"whsec_previous_secret_456"
+
+
+def event(n: int, kind: str = "message.responded", **data: Any) -> dict[str, Any]:
+    return {
+        "event": kind,
+        "timestamp": iso(1_790_000_000_000 + n * 1000),
+        "workspaceId": "ws_t",
+        "conversationId": f"conv_{n % 7}",
+        "data": {"messageId": f"msg_{n}", "latencyMs": 100 + n, **data},
+    }
+
+
+def signed_body(envelope: dict[str, Any], secret: bytes = SECRET) -> bytes:
+    unsigned = orjson.dumps(envelope)
+    return append_signature(unsigned, sign(secret, unsigned))
+
+
+def delivery(
+    envelope: dict[str, Any],
+    attempt: int = 1,
+    secret: bytes = SECRET,
+    key: str | None = None,
+    header_sig: bool = True,
+) -> bytes:
+    body = signed_body(envelope, secret)
+    headers = {
+        "idempotency-key": key or f"evt_{envelope['data']['messageId']}",
+        "x-convo-attempt": str(attempt),
+        "x-convo-event": envelope["event"],
+    }
+    if header_sig:
+        headers["x-convo-signature"] = orjson.loads(body)["signature"]
+    return archive_line(body, headers, iso(1_790_000_000_500))
+
+
+def run(tmp_path: Path, files: list[Path]) -> dict[str, Any]:
+    result = ingest(files, [SECRET, OLD_SECRET], tmp_path / "w.duckdb")
+    return result.to_json()
+
+
+def table_digest(db: Path) -> str:
+    con = duckdb.connect(str(db), read_only=True)
+    parts = []
+    for table in (
+        "events",
+        "event_keys",
+        "quarantine",
+        "message_traces",
+        "escalations",
+        "lead_qualifications",
+        "feedback",
+        "guardrail_events",
+        "conversation_lifecycle",
+    ):
+        cols = (
+            "* EXCLUDE (ingest_run_id, quarantined_at)"
+            if table == "quarantine"
+            else ("* EXCLUDE (ingest_run_id)" if table == "events" else "*")
+        )
+        rows = con.execute(f"SELECT {cols} FROM {table} ORDER BY ALL").fetchall()
+        parts.append(f"{table}:{rows!r}")
+    con.close()
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def test_both_line_shapes_load_and_retries_are_recognised(tmp_path: Path) -> None:
+    archive = tmp_path / "a.jsonl"
+    bare = tmp_path / "export.jsonl.gz"
+    archive.write_bytes(delivery(event(1)) + delivery(event(1), attempt=2) + delivery(event(2)))
+    bare.write_bytes(gzip.compress(signed_body(event(3)) + b"\n" + signed_body(event(2)) + b"\n"))
+    counts = run(tmp_path, [archive, bare])
+    assert counts["read"] == 5
+    assert (counts["loaded"], counts["duplicates"], counts["quarantined"]) == (3, 2, {})
+    assert counts["signatureReadings"] == {"stripped": 3}
+
+
+def test_set_a_and_set_b_names_and_escalation_pairs_reconcile(tmp_path: Path) -> None:
+    lead_a = event(
+        10,
+        "lead.qualified",
+        leadId="lead_1",
+        leadScore=81.5,
+        intent="pricing",
+        contactFields={"email": "a@x.example"},
+        transcriptUrl="https://t",
+    )
+    lead_b = event(
+        11,
+        "lead.qualified",
+        leadId="lead_2",
+        qualificationScore=77.0,
+        intent="demo",
+        email="b@x.example",
+        conversationUrl="https://c",
+    )
+    created = event(
+        12,
+        "escalation.created",
+        escalationId="esc_1",
+        reasonCode="complaint",
+        destination="helpdesk",
+        owner="tier2",
+        priority="urgent",
+        origin="manual",
+    )
+    escalated = event(
+        12,
+        "conversation.escalated",
+        escalationId="esc_1",
+        reason="complaint",
+        destination="helpdesk",
+    )
+    escalated["data"]["messageId"] = "x12"
+    lone = event(13, "conversation.escalated", reason="user_requested", destination="crm")
+    lone["data"].pop("messageId")
+    unknown = event(14, "conversation.transferred", note="kept")
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(
+        b"".join(
+            delivery(e, key=f"k{i}")
+            for i, e in enumerate((lead_a, lead_b, created, escalated, lone, unknown))
+        )
+    )
+    assert run(tmp_path, [path])["loaded"] == 6
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    leads = con.execute(
+        "SELECT lead_id, score, email, conversation_url FROM lead_qualifications ORDER BY lead_id"
+    ).fetchall()
+    assert leads == [
+        ("lead_1", 81.5, "a@x.example", "https://t"),
+        ("lead_2", 77.0, "b@x.example", "https://c"),
+    ]
+    esc = {
+        row[0]: row[1:]
+        for row in con.execute(
+            "SELECT escalation_key, reason_code, owner, seen_created, seen_escalated "
+            "FROM escalations"
+        ).fetchall()
+    }
+    assert len(esc) == 2, "one fact per escalation"
+    assert esc.pop("esc_1") == ("complaint", "tier2", True, True)
+    ((fallback_key, lone_row),) = esc.items()
+    assert fallback_key.startswith("conv_6|"), "no escalationId: keyed by conversation and time"
+    assert lone_row == ("user_requested", None, False, True)
+    kept = con.execute("SELECT count(*) FROM events WHERE event_type = 'conversation.transferred'")
+    assert kept.fetchone() == (1,)
+
+
+def test_timestamps_with_any_offset_become_utc(tmp_path: Path) -> None:
+    e = event(20)
+    e["timestamp"] = "2026-11-21T01:30:00.250-05:00"
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(delivery(e))
+    run(tmp_path, [path])
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    got = con.execute("SELECT strftime(occurred_at, '%Y-%m-%dT%H:%M:%S.%g') FROM events")
+    assert got.fetchone() == ("2026-11-21T06:30:00.250",)
+
+
+def test_the_raw_body_reading_and_rotated_secrets_verify(tmp_path: Path) -> None:
+    body = orjson.dumps(event(30))  # a service that signs the raw body, header only
+    line = archive_line(
+        body,
+        {"x-hub-signature-256": sign(OLD_SECRET, body), "idempotency-key": "k30"},
+        iso(1_790_000_000_000),
+    )
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(line)
+    counts = run(tmp_path, [path])
+    assert counts["loaded"] == 1 and counts["signatureReadings"] == {"raw": 1}
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    assert con.execute("SELECT secret_index, signature_source FROM events").fetchone() == (
+        1,
+        "x-hub-signature-256",
+    )
+
+
+def test_bad_lines_are_quarantined_with_file_and_line_and_the_rest_loads(tmp_path: Path) -> None:
+    forged = delivery(event(41), secret=b"not-our-secret-at-all")
+    unsigned = archive_line(orjson.dumps(event(42)), {"idempotency-key": "k42"}, "x")
+    lines = [
+        delivery(event(40)),
+        b"{not json\n",
+        b"\xff\xfe garbage\n",
+        forged,
+        unsigned,
+        b"[1, 2]\n",
+        b"\n",
+        delivery(event(43)),
+    ]
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"".join(lines))
+    counts = run(tmp_path, [path])
+    assert counts["loaded"] == 2 and counts["read"] == 8
+    assert counts["quarantined"] == {
+        "bad_encoding": 1,
+        "bad_signature": 1,
+        "empty_line": 1,
+        "malformed_json": 1,
+        "not_an_event": 1,
+        "unsigned": 1,
+    }
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    rows = con.execute("SELECT source_file, source_line, reason FROM quarantine ORDER BY 2")
+    assert [(r[1], r[2]) for r in rows.fetchall()] == [
+        (2, "malformed_json"),
+        (3, "bad_encoding"),
+        (4, "bad_signature"),
+        (5, "unsigned"),
+        (6, "not_an_event"),
+        (7, "empty_line"),
+    ]
+    assert path.read_bytes() == b"".join(lines), "archives are never modified"
+
+
+def test_a_truncated_gzip_keeps_what_came_before(tmp_path: Path) -> None:
+    whole = gzip.compress(b"".join(delivery(event(i)) for i in range(200)))
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(whole[: len(whole) * 2 // 3])
+    counts = run(tmp_path, [path])
+    assert counts["quarantined"] == {"truncated_gzip": 1}
+    assert 0 < counts["loaded"] < 200
+    assert counts["read"] == counts["loaded"] + 1
+
+
+# -- the property: any mix of lines ------------------------------------------------------
+
+LINE_KINDS = st.sampled_from(
+    ["valid", "retry", "resigned", "replay", "malformed", "truncated", "forged"]
+)
+
+
+def _line(kind: str, n: int) -> tuple[bytes, str]:
+    e = event(n)
+    if kind == "valid":
+        return delivery(e), "new"
+    if kind == "retry":  # the same delivery again, a later attempt
+        return delivery(e, attempt=2), "dup"
+    if kind == "resigned":  # the same event signed with the previous secret, as a bare body
+        return signed_body(e, OLD_SECRET) + b"\n", "dup"
+    if kind == "replay":  # same content, another idempotency key
+        return delivery(e, key=f"replay-{n}"), "dup"
+    if kind == "forged":
+        return delivery(e, secret=b"intruder-secret-xyz"), "quarantine"
+    whole = delivery(e)
+    if kind == "truncated":
+        return whole[: len(whole) // 2] + b"\n", "quarantine"
+    return b'{"receivedAt": "x", "headers": {' + str(n).encode() + b"\n", "quarantine"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    plan=st.lists(st.tuples(LINE_KINDS, st.integers(0, 12)), min_size=1, max_size=40),
+    gzipped=st.booleans(),
+)
+def test_any_mix_of_lines_ends_in_exactly_one_outcome_and_twice_changes_nothing(
+    tmp_path_factory: pytest.TempPathFactory, plan: list[tuple[str, int]], gzipped: bool
+) -> None:
+    tmp = tmp_path_factory.mktemp("mix")
+    seen: set[int] = set()
+    data = b""
+    expected = {"new": 0, "dup": 0, "quarantine": 0}
+    for kind, n in plan:
+        line, outcome = _line(kind, n)
+        if outcome != "quarantine":
+            outcome = "dup" if n in seen else "new"
+            seen.add(n)
+        expected[outcome] += 1
+        data += line
+    path = tmp / ("mix.jsonl.gz" if gzipped else "mix.jsonl")
+    path.write_bytes(gzip.compress(data) if gzipped else data)
+    first = run(tmp, [path])
+    assert first["read"] == len(plan)
+    assert first["read"] == first["loaded"] + first["duplicates"] + sum(
+        first["quarantined"].values()
+    )
+    assert (first["loaded"], first["duplicates"], sum(first["quarantined"].values())) == (
+        expected["new"],
+        expected["dup"],
+        expected["quarantine"],
+    )
+    before = table_digest(tmp / "w.duckdb")
+    second = run(tmp, [path])
+    assert second["loaded"] == 0
+    assert second["duplicates"] == expected["new"] + expected["dup"]
+    assert table_digest(tmp / "w.duckdb") == before
