@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import duckdb
+import orjson
 import pyarrow as pa
 
 from convo_analytics.warehouse._load import _ts
@@ -85,25 +86,25 @@ def load_events(
     if stage.num_rows == 0:
         return counts
     con.register("ev_bin", stage)
-    con.execute(
-        """CREATE OR REPLACE TEMP TABLE ev_parsed AS
-        SELECT * EXCLUDE (body), body_text, CASE WHEN is_json THEN body_text::JSON END AS j
-        FROM (SELECT *, TRY(decode(body)) AS body_text,
-                     COALESCE(json_valid(TRY(decode(body))), false) AS is_json FROM ev_bin)"""
-    )
-    con.unregister("ev_bin")
+    # Each body is parsed once, into a struct; the JSON text is kept for the payload column.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE ev_checked AS
-        SELECT *, CASE
-            WHEN body_text IS NULL THEN 'bad_encoding'
-            WHEN NOT is_json THEN 'malformed_body'
-            WHEN json_type(j) <> 'OBJECT' OR (j->>'$.event') IS NULL THEN 'not_an_event'
-            WHEN {_ts("j->>'$.timestamp'")} IS NULL THEN 'bad_timestamp'
-        END AS problem FROM ev_parsed"""
+        SELECT * EXCLUDE (body, e), e.event AS event_type, e.timestamp AS timestamp_text,
+               {_ts("e.timestamp")} AS occurred_at, e.workspaceId AS workspace_id,
+               e.conversationId AS conversation_id, e.data AS data,
+               CASE WHEN body_text IS NULL THEN 'bad_encoding'
+                    WHEN j IS NULL THEN 'malformed_body'
+                    WHEN json_type(j) <> 'OBJECT' OR e.event IS NULL THEN 'not_an_event'
+                    WHEN {_ts("e.timestamp")} IS NULL THEN 'bad_timestamp'
+               END AS problem
+        FROM (SELECT *, json_transform(j, '{_ENVELOPE}') AS e FROM (
+                SELECT *, TRY_CAST(body_text AS JSON) AS j FROM (
+                    SELECT *, TRY(decode(body)) AS body_text FROM ev_bin)))"""
     )
+    con.unregister("ev_bin")
     bad = con.sql(
         """SELECT source_file, source_line, problem,
-                  CASE problem WHEN 'bad_timestamp' THEN 'timestamp: ' || (j->>'$.timestamp')
+                  CASE problem WHEN 'bad_timestamp' THEN 'timestamp: ' || timestamp_text
                                ELSE 'the delivery body is not a JSON event' END,
                   left(COALESCE(body_text, ''), 2000)
            FROM ev_checked WHERE problem IS NOT NULL"""
@@ -113,6 +114,8 @@ def load_events(
     con.execute(
         """CREATE OR REPLACE TEMP TABLE ev_new AS
         WITH ok AS (SELECT * FROM ev_checked WHERE problem IS NULL),
+        known AS (SELECT key FROM event_keys WHERE key IN (
+            SELECT content_hash FROM ok UNION ALL SELECT idempotency_key FROM ok)),
         ranked AS (
             SELECT *,
                 row_number() OVER (PARTITION BY content_hash ORDER BY ord) AS rn_hash,
@@ -120,10 +123,9 @@ def load_events(
                     row_number() OVER (PARTITION BY idempotency_key ORDER BY ord) END AS rn_key
             FROM ok)
         SELECT *, COALESCE(idempotency_key, 'sha256:' || content_hash) AS event_id,
-            rn_hash > 1 OR rn_key > 1
-            OR content_hash IN (SELECT key FROM event_keys)
-            OR (idempotency_key IS NOT NULL
-                AND idempotency_key IN (SELECT key FROM event_keys)) AS duplicate
+            rn_hash > 1 OR rn_key > 1 OR content_hash IN (SELECT key FROM known)
+            OR (idempotency_key IS NOT NULL AND idempotency_key IN (SELECT key FROM known))
+            AS duplicate
         FROM ranked"""
     )
     row = con.execute(
@@ -133,24 +135,28 @@ def load_events(
     assert row is not None
     counts.loaded, counts.duplicates = int(row[0]), int(row[1])
     con.execute(
-        f"""INSERT INTO events SELECT event_id, j->>'$.event', {_ts("j->>'$.timestamp'")},
-               j->>'$.workspaceId', j->>'$.conversationId', j->'$.data', j, idempotency_key,
-               content_hash, signature_reading, signature_source, secret_index, delivery_id,
-               attempt, TRY_CAST(received_at AS TIMESTAMPTZ), source_file, source_line, ?
-            FROM ev_new WHERE NOT duplicate ON CONFLICT DO NOTHING""",
-        [run_id],
+        """CREATE OR REPLACE TEMP TABLE ev_loaded AS
+           SELECT event_id, event_type, occurred_at, workspace_id, conversation_id, data,
+                  j AS payload, idempotency_key, content_hash, signature_reading,
+                  signature_source, secret_index, delivery_id, attempt,
+                  TRY_CAST(received_at AS TIMESTAMPTZ) AS received_at, source_file,
+                  source_line
+           FROM ev_new WHERE NOT duplicate"""
     )
+    # events and event_keys have no index (see Table.indexed): ev_loaded holds only events
+    # whose keys were unseen, and only unseen keys are added.
+    con.execute("INSERT INTO events SELECT *, ? FROM ev_loaded", [run_id])
     con.execute(
         """INSERT INTO event_keys
            SELECT key, any_value(event_id) FROM (
                SELECT content_hash AS key, event_id FROM ev_new
                UNION ALL SELECT idempotency_key, event_id FROM ev_new
                          WHERE idempotency_key IS NOT NULL)
-           GROUP BY key ON CONFLICT DO NOTHING"""
+           WHERE key NOT IN (SELECT key FROM event_keys)
+           GROUP BY key"""
     )
     for reading, kind, n in con.execute(
-        "SELECT signature_reading, j->>'$.event', count(*) FROM ev_new WHERE NOT duplicate "
-        "GROUP BY ALL"
+        "SELECT signature_reading, event_type, count(*) FROM ev_loaded GROUP BY ALL"
     ).fetchall():
         counts.readings[str(reading)] += int(n)
         counts.types[str(kind)] += int(n)
@@ -160,7 +166,17 @@ def load_events(
 
 # -- per-kind tables -------------------------------------------------------------------------
 
-_NEW = "SELECT * FROM events WHERE event_id IN (SELECT event_id FROM ev_new WHERE NOT duplicate)"
+#: The events this chunk stored (the fan-out never rescans the growing events table).
+_NEW = "SELECT * FROM ev_loaded"
+_ENVELOPE = orjson.dumps(
+    {
+        "event": "VARCHAR",
+        "timestamp": "VARCHAR",
+        "workspaceId": "VARCHAR",
+        "conversationId": "VARCHAR",
+        "data": "JSON",
+    }
+).decode()
 
 
 def _value(col: Column, record: str = "e.payload") -> str:

@@ -30,7 +30,6 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from convo_analytics.webhooks._signature import strip_signature
 from convo_analytics.webhooks._verify import verify_delivery
 
 CHUNK_LINES = 50_000
@@ -185,7 +184,7 @@ class Ingester:
             )
             chunk.reject(source, line_no, reason, detail, raw)
             return
-        signed = strip_signature(body) or body
+        signed = check.stripped or body
         self.ord += 1
         chunk.stage(
             ord=self.ord, source_file=source, source_line=line_no, body=body,

@@ -41,9 +41,17 @@ def append_signature(unsigned_body: bytes, signature: str) -> bytes:
     return inner + separator + b'"signature":"' + signature.encode("ascii") + b'"}'
 
 
+#: A signature member is short: look for it only in the body's last bytes.
+_TAIL = 200
+
+
 def strip_signature(body: bytes) -> bytes | None:
     """The raw body with a trailing ``signature`` member removed, or None if there is none."""
-    m = _TRAILING_MEMBER.search(body)
+    start = max(0, body.rfind(b'"signature"', max(0, len(body) - _TAIL)) - 1)
+    if start < 0 or b'"signature"' not in body[start:]:
+        return None
+    start = max(0, start - 16)  # room for the comma and white space before the member
+    m = _TRAILING_MEMBER.search(body, start)
     if m is None:
         return None
     return body[: m.start()] + b"}"

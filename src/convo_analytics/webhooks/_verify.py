@@ -51,6 +51,7 @@ class Verification:
     secret_index: int | None = None  # which of the configured secrets verified
     reason: str | None = None  # unsigned or bad_signature, when not ok
     signature_source: str | None = None  # the header name, or "field"
+    stripped: bytes | None = None  # the body without its signature member, when it has one
 
 
 def _digest(key: bytes, payload: bytes) -> str:
@@ -74,14 +75,17 @@ def _header_claims(headers: Mapping[str, str]) -> list[tuple[str, str]]:
 
 
 def _match(
-    secrets: Sequence[bytes], candidates: list[tuple[str, bytes]], claims: list[tuple[str, str]]
+    secrets: Sequence[bytes],
+    candidates: list[tuple[str, bytes]],
+    claims: list[tuple[str, str]],
+    stripped: bytes | None,
 ) -> Verification | None:
     for index, key in enumerate(secrets):
         for reading, payload in candidates:
             expected = _digest(key, payload)
             for where, digest in claims:
                 if hmac.compare_digest(expected, digest):
-                    return Verification(True, reading, index, None, where)
+                    return Verification(True, reading, index, None, where, stripped)
     return None
 
 
@@ -102,10 +106,10 @@ def verify_delivery(
     stripped = strip_signature(body)
     if stripped is not None:
         textual.append(("stripped", stripped))
-        field_value = _FIELD.search(body)
+        field_value = _FIELD.search(body, max(0, len(body) - 200))
         if field_value and (claim := _well_formed("field", field_value.group(1).decode())):
             claims.append(claim)
-    if claims and (found := _match(secrets, textual, claims)):
+    if claims and (found := _match(secrets, textual, claims, stripped)):
         return found
     if parsed is None:
         try:
@@ -122,7 +126,7 @@ def verify_delivery(
     if isinstance(parsed, dict) and "signature" in parsed:
         rest = {k: v for k, v in parsed.items() if k != "signature"}
         candidates = [*textual, ("canonical", orjson.dumps(rest, option=orjson.OPT_SORT_KEYS))]
-    found = _match(secrets, candidates, claims)
+    found = _match(secrets, candidates, claims, stripped)
     return found or Verification(False, reason="bad_signature")
 
 
