@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
+from convo_analytics.cli._webhooks_serve import serve
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
@@ -21,6 +22,7 @@ webhooks_app = typer.Typer(
     help="Receive the service's signed webhook deliveries and ingest their archives.",
     no_args_is_help=True,
 )
+webhooks_app.command("serve")(serve)
 ARCHIVE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".gz")
 
 

@@ -1,7 +1,9 @@
 """Webhook events: signatures, the delivery archive format, receiving and ingesting."""
 
 from convo_analytics.webhooks._archive import archive_line, parse_archive_line
+from convo_analytics.webhooks._archive_writer import ArchiveWriter
 from convo_analytics.webhooks._ingest import IngestResult, ingest
+from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
 from convo_analytics.webhooks._signature import (
     SIGNATURE_PREFIX,
     append_signature,
@@ -21,10 +23,13 @@ __all__ = [
     "READINGS",
     "SIGNATURE_HEADERS",
     "SIGNATURE_PREFIX",
+    "ArchiveWriter",
     "IngestResult",
+    "ReceiverSettings",
     "Verification",
     "append_signature",
     "archive_line",
+    "create_receiver_app",
     "ingest",
     "parse_archive_line",
     "secret_keys",

@@ -1,0 +1,113 @@
+"""``convo webhooks serve``: receive the service's webhook deliveries into the archive.
+
+Registered by ``_webhooks_cmd.py`` in the ``webhooks`` group. The receiver
+speaks plain HTTP: TLS is terminated by a proxy in front of it, so it listens
+on loopback unless ``--behind-tls-proxy`` says that such a proxy is there.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from convo_analytics.cli._app import settings_from_context
+from convo_analytics.errors import UserError
+
+__all__ = ["serve"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8788
+DEFAULT_MAX_BODY_BYTES = 1 << 20
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[
+        str,
+        typer.Option("--host", help="Interface to listen on (loopback unless behind a proxy)."),
+    ] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option("--port", help="TCP port (0 picks a free one).")] = (
+        DEFAULT_PORT
+    ),
+    archive_dir: Annotated[
+        Path | None,
+        typer.Option("--archive-dir", help="Archive directory (default: webhooks.archive_dir)."),
+    ] = None,
+    max_body_bytes: Annotated[
+        int,
+        typer.Option("--max-body-bytes", min=1, help="Larger bodies are answered 413."),
+    ] = DEFAULT_MAX_BODY_BYTES,
+    behind_tls_proxy: Annotated[
+        bool,
+        typer.Option(
+            "--behind-tls-proxy",
+            help="Allow a non-loopback --host: a TLS-terminating proxy is in front.",
+        ),
+    ] = False,
+    path: Annotated[str, typer.Option("--path", help="URL path deliveries are POSTed to.")] = (
+        "/webhooks"
+    ),
+) -> None:
+    """Receive webhook deliveries: verify, archive durably, then acknowledge.
+
+    Secrets come from CONVO_WEBHOOK_SECRET or CONVO_WEBHOOK_SECRET_FILE
+    (comma-separated: several are accepted while a secret is rotated).
+    """
+    settings = settings_from_context(ctx, {"webhooks.archive_dir": archive_dir})
+    if not _is_loopback(host) and not behind_tls_proxy:
+        raise UserError(
+            f"--host {host} is not a loopback address; the receiver speaks plain HTTP, so "
+            "put a TLS-terminating proxy in front and add --behind-tls-proxy"
+        )
+    secret = settings.get_secret("webhooks.secret")
+    secrets = [part.reveal() for part in secret.parts()] if secret is not None else []
+    if not secrets:
+        raise UserError(
+            "no webhook secret to verify deliveries with; set CONVO_WEBHOOK_SECRET "
+            "(comma-separated during rotation) or CONVO_WEBHOOK_SECRET_FILE"
+        )
+    directory = settings.get_path("webhooks.archive_dir") or Path("data/webhooks")
+    from convo_analytics._serving import bind
+    from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
+
+    config = ReceiverSettings(
+        archive_dir=directory, secrets=secrets, max_body_bytes=max_body_bytes, path=path
+    )
+    try:
+        app = create_receiver_app(config)
+    except ValueError as exc:
+        raise UserError(f"receiver settings: {exc}") from None
+    try:
+        sock = bind(host, port)
+    except OSError as exc:
+        raise UserError(
+            f"cannot listen on {host}:{port} ({exc.strerror}); "
+            "choose another --port or stop what uses it"
+        ) from None
+    actual_port = sock.getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    out = Console(highlight=False, soft_wrap=True)
+    out.print(f"receiving webhooks on http://{shown_host}:{actual_port}{path}")
+    shown_dir = directory.resolve()
+    out.print(f"archive: {shown_dir} (rejected deliveries: {shown_dir / 'quarantine'})")
+    plural = "s" if len(secrets) > 1 else ""
+    out.print(f"verifying with {len(secrets)} configured secret{plural}")
+    import uvicorn
+
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+    )
+    server.run(sockets=[sock])
