@@ -520,3 +520,18 @@ def test_the_sandbox_delivers_through_an_outage(
     by_key = {e["idempotencyKey"]: e["payload"].encode() for e in succeeded}
     assert all(body == by_key[headers["idempotency-key"]] for body, headers, _ in rows)
     assert quarantined(tmp_path / "webhooks") == []
+
+    # The archive ingests with counts that match the delivery log exactly.
+    from convo_analytics.cli._webhooks_cmd import archive_files
+    from convo_analytics.webhooks import ingest
+
+    files = archive_files([tmp_path / "webhooks"])
+    counts = ingest(files, [SECRET.encode()], tmp_path / "w.duckdb").to_json()
+    assert counts["read"] == len(succeeded)
+    assert counts["loaded"] == len(keys) == result["events"]
+    assert counts["duplicates"] == len(succeeded) - len(keys)
+    assert counts["quarantined"] == {}
+    by_type: dict[str, int] = {}
+    for e in succeeded:
+        by_type[e["eventType"]] = by_type.get(e["eventType"], 0) + 1
+    assert counts["eventTypes"] == by_type
