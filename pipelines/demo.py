@@ -1,8 +1,9 @@
 """``make demo``: bring up the local stack on generated data and say how to use it.
 
 It starts the sandbox (the service, with a generated history and its webhook
-archive), extracts it into the warehouse with ``convo extract``, and keeps
-the sandbox serving until Ctrl-C. Later stages (webhook ingest, transforms,
+archive), extracts it into the warehouse with ``convo extract``, ingests the
+history's webhook archive with ``convo webhooks ingest``, and keeps the
+sandbox serving until Ctrl-C. Later stages (webhook ingest, transforms,
 the dashboard) join this script as they are built; it stays the one command
 a new user runs.
 """
@@ -70,6 +71,14 @@ def main(argv: list[str] | None = None) -> int:
             [*CLI, "extract", "--base-url", url, "--db", str(warehouse), "--rate-limit", "none"],
             env=env, check=True,
         )  # fmt: skip
+        secret = orjson.loads(keys.read_bytes()).get("archiveWebhookSecret")
+        if secret or os.environ.get("CONVO_WEBHOOK_SECRET"):
+            print(f"3. ingesting the history's webhook events from {archive}")
+            hook_env = {**os.environ, **({"CONVO_WEBHOOK_SECRET": secret} if secret else {})}
+            subprocess.run(
+                [*CLI, "webhooks", "ingest", str(archive), "--db", str(warehouse)],
+                env=hook_env, check=True,
+            )  # fmt: skip
         print()
         print(f"The sandbox keeps serving at {url} (Ctrl-C stops it). Try:")
         print(f"  curl -H 'Authorization: Bearer {key}' '{url}/v1/conversations?limit=2'")
