@@ -7,13 +7,13 @@ on loopback unless ``--behind-tls-proxy`` says that such a proxy is there.
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from convo_analytics._net import is_loopback_host
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.errors import UserError
 
@@ -25,12 +25,7 @@ DEFAULT_MAX_BODY_BYTES = 1 << 20
 
 
 def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(host)
 
 
 def serve(

@@ -7,7 +7,6 @@ complete. Errors name the endpoint and never the API key.
 
 from __future__ import annotations
 
-import ipaddress
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
+from convo_analytics._net import is_loopback_host
 from convo_analytics.extract._limiter import AdaptiveLimiter
 from convo_analytics.extract._retry import RETRY_STATUSES, RetryPolicy, parse_retry_after
 
@@ -37,13 +37,7 @@ class RequestStats:
 
 
 def is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(urlsplit(url).hostname or "")
 
 
 def check_base_url(url: str) -> str:

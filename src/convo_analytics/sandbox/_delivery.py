@@ -11,7 +11,6 @@ or exponential backoff for up to 24 hours), and every attempt is logged.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import re
 import secrets
 import time
@@ -23,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
+from convo_analytics._net import is_loopback_host
 from convo_analytics.contract import (
     DELIVERY_HEADER,
     EVENT_HEADER,
@@ -65,14 +65,8 @@ def check_webhook_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("url must be an absolute http(s) URL")
-    if parts.scheme == "http":
-        host = parts.hostname
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = host == "localhost"
-        if not loopback:
-            raise ValueError("url must use https (plain http is accepted for loopback only)")
+    if parts.scheme == "http" and not is_loopback_host(parts.hostname):
+        raise ValueError("url must use https (plain http is accepted for loopback only)")
 
 
 @dataclass(slots=True)
