@@ -53,7 +53,8 @@ test: install lint ## Lint, then run the whole test suite
 	$(RUN) pytest
 
 bench: install ## Run the benchmarks; each prints its figures and the sizes it ran on
-	$(RUN) python tests/bench/run.py
+	$(UV) sync --frozen --group bench
+	$(UV) run --frozen --group bench python tests/bench/run.py $(BENCH_ARGS)
 
 clean: ## Remove generated data and caches (keeps .venv)
 	rm -rf data/* .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -32,8 +32,8 @@ from _common import (
     write_results,
 )
 
-#: Bench modules, in the order they run. Later: bench_extract, bench_ingest, ...
-MODULES = ["bench_sandbox"]
+#: Bench modules, in the order they run. Later: bench_ingest, ...
+MODULES = ["bench_sandbox", "bench_receiver", "bench_extract", "bench_ingest"]
 
 
 def load_benches() -> list[Bench]:
