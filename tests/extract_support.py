@@ -47,3 +47,19 @@ def assert_complete(db: Path, ws: Workspace) -> None:
     assert len(messages) == len(want) and set(messages) == want
     leads = {r[0]: r[1] for r in warehouse_rows(db, "SELECT id, score FROM leads")}
     assert leads == {lead.id: lead.score for lead in ws.leads.records.values()}
+
+
+def extract_cli(url: str, db: Path, rate_limit: str = "none", *extra: str) -> list[str]:
+    """The ``convo extract`` command line, run as a real subprocess by CLI tests."""
+    import sys
+
+    return [sys.executable, "-m", "convo_analytics.cli", "extract", "--base-url", url,
+            "--db", str(db), "--rate-limit", rate_limit, *extra]  # fmt: skip
+
+
+def cli_env(key: str | None, **extra: str) -> dict[str, str]:
+    """A bare environment for a CLI subprocess: no CONVO_* settings leak in from ours."""
+    env = {"PATH": "/usr/bin:/bin", **extra}
+    if key is not None:
+        env["CONVO_API_KEY"] = key
+    return env

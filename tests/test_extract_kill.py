@@ -5,37 +5,21 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from conftest import ACME_KEY, RunningSandbox
-from extract_support import assert_complete, warehouse_rows
+from extract_support import assert_complete, cli_env, extract_cli, warehouse_rows
 
 
 def _start(url: str, db: Path, cwd: Path) -> subprocess.Popen[bytes]:
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "CONVO_API_KEY": ACME_KEY,
-        "CONVO_EXTRACT_BATCH_SECONDS": "0.2",
-        "CONVO_EXTRACT_BATCH_RECORDS": "40",
-        "HOME": str(cwd),
-    }
-    cli = [
-        sys.executable,
-        "-m",
-        "convo_analytics.cli",
-        "extract",
-        "--base-url",
-        url,
-        "--db",
-        str(db),
-        "--rate-limit",
-        "80/s,burst=10",
-        "--page-size",
-        "50",
-        "--json",
-    ]
+    env = cli_env(
+        ACME_KEY,
+        CONVO_EXTRACT_BATCH_SECONDS="0.2",
+        CONVO_EXTRACT_BATCH_RECORDS="40",
+        HOME=str(cwd),
+    )
+    cli = extract_cli(url, db, "80/s,burst=10", "--page-size", "50", "--json")
     return subprocess.Popen(
         cli, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )

@@ -6,26 +6,15 @@ import os
 import pty
 import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from conftest import ACME_KEY, RunningSandbox
+from extract_support import cli_env, extract_cli
 
 
 def _cli(url: str, db: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "convo_analytics.cli",
-        "extract",
-        "--base-url",
-        url,
-        "--db",
-        str(db),
-        "--rate-limit",
-        "none",
-    ]
+    return extract_cli(url, db)
 
 
 def test_a_terminal_gets_progress_bars(start_sandbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -68,7 +57,7 @@ def test_a_terminal_gets_progress_bars(start_sandbox, tmp_path: Path) -> None:  
 
 def test_without_a_terminal_it_writes_plain_log_lines(start_sandbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     running: RunningSandbox = start_sandbox(conversations=40)
-    env = {"PATH": "/usr/bin:/bin", "CONVO_API_KEY": ACME_KEY}
+    env = cli_env(ACME_KEY)
     done = subprocess.run(
         _cli(running.url, tmp_path / "w.duckdb"),
         env=env,

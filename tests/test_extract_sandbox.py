@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 
 from conftest import ACME_KEY, RunningSandbox
 from convo_analytics.sandbox import FaultSettings
-from extract_support import assert_complete, extract, warehouse_rows
+from extract_support import assert_complete, cli_env, extract, extract_cli, warehouse_rows
 
 
 def test_every_record_lands_exactly_once(start_sandbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -108,19 +107,8 @@ def test_the_cli_prints_json_counts_and_exit_codes_without_the_key(
 ) -> None:  # type: ignore[no-untyped-def]
     running: RunningSandbox = start_sandbox(conversations=60)
     db = tmp_path / "w.duckdb"
-    env = {"PATH": "/usr/bin:/bin", "CONVO_API_KEY": ACME_KEY}
-    cli = [
-        sys.executable,
-        "-m",
-        "convo_analytics.cli",
-        "extract",
-        "--base-url",
-        running.url,
-        "--db",
-        str(db),
-        "--rate-limit",
-        "none",
-    ]
+    env = cli_env(ACME_KEY)
+    cli = extract_cli(running.url, db)
     ok = subprocess.run(
         [*cli, "--json"], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
     )
