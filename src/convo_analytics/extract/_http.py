@@ -159,7 +159,7 @@ class ServiceClient:
             if attempt == self.retry.max_attempts:
                 break
             stats.retries += 1
-            await self.limiter._sleep(self.retry.wait(attempt, retry_after, self._rng))
+            await self.limiter.wait(self.retry.wait(attempt, retry_after, self._rng))
         raise ExtractError(
             f"GET {endpoint} failed after {self.retry.max_attempts} attempts; last: {last_problem}"
         )

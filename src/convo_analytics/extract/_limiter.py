@@ -81,6 +81,10 @@ class AdaptiveLimiter:
             else:
                 self._tokens -= 1.0
 
+    async def wait(self, seconds: float) -> None:
+        """Sleep on the limiter's clock (retries back off through it, so tests can fake time)."""
+        await self._sleep(seconds)
+
     async def _pause(self, seconds: float) -> None:
         self.waited_seconds += seconds
         await self._sleep(seconds)

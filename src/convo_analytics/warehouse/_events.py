@@ -20,13 +20,12 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from convo_analytics.warehouse._load import _ts
+from convo_analytics.warehouse._load import _parsed, _ts, _typed_select
 from convo_analytics.warehouse._tables import (
     FEEDBACK,
     GUARDRAIL_EVENTS,
     LEAD_QUALIFICATIONS,
     MESSAGE_TRACES,
-    Column,
     Table,
 )
 
@@ -179,39 +178,22 @@ _ENVELOPE = orjson.dumps(
 ).decode()
 
 
-def _value(col: Column, record: str = "e.payload") -> str:
-    assert col.source is not None
-    kind = col.type.split()[0]
-    text = f"({record}->>'{col.source}')"
-    if kind == "JSON":
-        return f"({record}->'{col.source}')"
-    if kind == "VARCHAR[]":
-        return f"TRY_CAST(from_json({record}->'{col.source}', '[\"VARCHAR\"]') AS VARCHAR[])"
-    if kind == "TIMESTAMPTZ":
-        return _ts(text)
-    if kind == "VARCHAR":
-        return text
-    return f"TRY_CAST({text} AS {kind})"
-
-
 def _simple(
     table: Table, event_type: str, key_path: str, computed: dict[str, str] | None = None
 ) -> str:
-    computed = computed or {}
-    key = table.key[0]
-    exprs = []
-    for col in table.columns:
-        if col.name == key:
-            exprs.append(f"COALESCE(e.data->>'{key_path}', e.event_id)")
-        elif col.name == "event_id":
-            exprs.append("e.event_id")
-        elif col.name in computed:
-            exprs.append(computed[col.name])
-        else:
-            exprs.append(_value(col))
+    """Fill a per-kind table from this chunk's events of one type, first arrival winning.
+
+    The typed columns come from the same struct-once parsing the API loads use.
+    """
+    named = {
+        table.key[0]: f"COALESCE(data->>'{key_path}', event_id)",
+        "event_id": "event_id",
+        **(computed or {}),
+    }
     return (
-        f"INSERT INTO {table.name} SELECT {', '.join(exprs)} FROM ({_NEW}) e "
-        f"WHERE e.event_type = '{event_type}' ON CONFLICT DO NOTHING"
+        f"INSERT INTO {table.name} SELECT {_typed_select(table, 'payload', named)} "
+        f"FROM (SELECT *, {_parsed(table, 'payload')} FROM ev_loaded "
+        f"WHERE event_type = '{event_type}') ON CONFLICT DO NOTHING"
     )
 
 
@@ -220,11 +202,10 @@ def _fan_out(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(_simple(GUARDRAIL_EVENTS, "guardrail.triggered", "$.guardrailEventId"))
     con.execute(_simple(FEEDBACK, "conversation.feedback", "$.feedbackId"))
     con.execute(_simple(LEAD_QUALIFICATIONS, "lead.qualified", "$.leadId", {
-        "score": "COALESCE(TRY_CAST(e.data->>'$.leadScore' AS DOUBLE), "
-                 "TRY_CAST(e.data->>'$.qualificationScore' AS DOUBLE))",
-        "email": "COALESCE(e.data->>'$.email', e.data->>'$.contactFields.email')",
-        "conversation_url": "COALESCE(e.data->>'$.conversationUrl', "
-                            "e.data->>'$.transcriptUrl')",
+        "score": "COALESCE(TRY_CAST(data->>'$.leadScore' AS DOUBLE), "
+                 "TRY_CAST(data->>'$.qualificationScore' AS DOUBLE))",
+        "email": "COALESCE(data->>'$.email', data->>'$.contactFields.email')",
+        "conversation_url": "COALESCE(data->>'$.conversationUrl', data->>'$.transcriptUrl')",
     }))  # fmt: skip
     _escalations(con)
     _lifecycle(con)
