@@ -18,6 +18,7 @@ from convo_analytics.cli._app import (
 from convo_analytics.cli._config_cmd import config_app
 from convo_analytics.cli._extract_cmd import extract
 from convo_analytics.cli._sandbox_cmd import sandbox_app
+from convo_analytics.cli._transform_cmd import export_app, serve, transform
 from convo_analytics.cli._webhooks_cmd import webhooks_app
 
 __all__ = [
@@ -36,3 +37,6 @@ app.add_typer(config_app, name="config")
 app.add_typer(sandbox_app, name="sandbox")
 app.command("extract")(extract)
 app.add_typer(webhooks_app, name="webhooks")
+app.command("transform")(transform)
+app.add_typer(export_app, name="export")
+app.command("serve")(serve)

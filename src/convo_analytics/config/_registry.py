@@ -360,6 +360,68 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0.0,
         maximum=1.0,
     ),
+    # -- transform: marts, metrics and reconciliation ----------------------------
+    Setting(
+        "transform.timezones",
+        Kind.LIST,
+        ("UTC",),
+        help=(
+            "IANA time zones the daily marts cut days in (the first is the default for "
+            "exports and the dashboard); other zones are computed on request, more slowly."
+        ),
+    ),
+    Setting(
+        "transform.low_confidence_threshold",
+        Kind.FLOAT,
+        0.5,
+        help="Assistant responses with confidence below this count as low-confidence.",
+        minimum=0.0,
+        maximum=1.0,
+    ),
+    Setting(
+        "transform.tolerance",
+        Kind.FLOAT,
+        0.01,
+        help=(
+            "Reconciliation: relative difference from the service's own summary "
+            "tolerated before a day's metric is listed as a mismatch."
+        ),
+        minimum=0.0,
+    ),
+    # -- export and serve -------------------------------------------------------------
+    Setting(
+        "export.dir",
+        Kind.PATH,
+        "data/exports",
+        help="Folder the guardrail exports (and their manifests) are written to.",
+    ),
+    Setting(
+        "serve.host",
+        Kind.STR,
+        "127.0.0.1",
+        help="Address `convo serve` listens on (plain HTTP: keep it on loopback behind TLS).",
+    ),
+    Setting(
+        "serve.port",
+        Kind.INT,
+        8790,
+        help="Port `convo serve` listens on.",
+        minimum=1,
+        maximum=65535,
+    ),
+    Setting(
+        "serve.token",
+        Kind.SECRET,
+        help="Bearer token clients of `convo serve` must send. Secret: environment or file only.",
+        env_aliases=("CONVO_SERVE_TOKEN",),
+    ),
+    Setting(
+        "serve.token_file",
+        Kind.PATH,
+        help="File whose content is the `convo serve` token.",
+        env_aliases=("CONVO_SERVE_TOKEN_FILE",),
+        secret_file_for="serve.token",
+    ),
 )
 
 REGISTRY = Registry(SETTINGS)

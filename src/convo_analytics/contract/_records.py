@@ -96,6 +96,7 @@ class ConversationSummary(_Shape):
     externalUserId: str
     channel: str
     locale: str | None
+    intent: str | None = Field(description="what the user wants, as the assistant classified it")
     metadata: dict[str, Any]
     status: ConversationStatus
     createdAt: str

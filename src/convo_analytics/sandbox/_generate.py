@@ -159,6 +159,7 @@ class _Course:
             metadata=self._metadata(channel),
             at=start,
         )
+        conv.intent = intent
         self.conv = conv
         self.t = start
         turns = 0 if rng.random() < 0.07 else min(12, 1 + int(rng.expovariate(0.45)))

@@ -214,6 +214,8 @@ class Conversation:
     guardrail_events: list[GuardrailEvent] = field(default_factory=list)
     feedback: Feedback | None = None
     lead: Lead | None = None
+    #: What the user wants, as the assistant classified it (None until classified).
+    intent: str | None = None
 
     def summary_json(self) -> dict[str, Any]:
         return {
@@ -222,6 +224,7 @@ class Conversation:
             "externalUserId": self.external_user_id,
             "channel": self.channel,
             "locale": self.locale,
+            "intent": self.intent,
             "metadata": self.metadata,
             "status": self.status,
             "createdAt": iso(self.created_at),

@@ -1,6 +1,7 @@
 """The DuckDB warehouse: table definitions, opening it, and loading fetched pages."""
 
 from convo_analytics.warehouse._connection import (
+    ALL_TABLES,
     WarehouseBusy,
     ensure_schema,
     open_warehouse,
@@ -9,7 +10,7 @@ from convo_analytics.warehouse._connection import (
     write_bookmark,
 )
 from convo_analytics.warehouse._load import WHOLE_BODY, PageCounts, RecordPaths
-from convo_analytics.warehouse._tables import ALL_TABLES, Column, Table
+from convo_analytics.warehouse._tables import Column, Table
 
 __all__ = [
     "ALL_TABLES",

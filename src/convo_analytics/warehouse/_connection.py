@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -10,7 +10,12 @@ from pathlib import Path
 import duckdb
 
 from convo_analytics.errors import UserError
-from convo_analytics.warehouse._tables import ALL_TABLES, SCHEMA_VERSION
+from convo_analytics.warehouse._marts import MART_TABLES
+from convo_analytics.warehouse._tables import ALL_TABLES as SOURCE_TABLES
+from convo_analytics.warehouse._tables import SCHEMA_VERSION, Table
+
+#: Every table of the warehouse: what extract and ingest load, then the marts.
+ALL_TABLES = (*SOURCE_TABLES, *MART_TABLES)
 
 
 class WarehouseBusy(UserError):
@@ -45,9 +50,25 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     )
     for table in ALL_TABLES:
         con.execute(table.ddl())
+    add_missing_columns(con, ALL_TABLES)
     con.execute(
         "INSERT INTO schema_version VALUES (?, now()) ON CONFLICT DO NOTHING", [SCHEMA_VERSION]
     )
+
+
+def add_missing_columns(con: duckdb.DuckDBPyConnection, tables: Iterable[Table]) -> None:
+    """A warehouse made by an older release gains the columns added since (nullable)."""
+    present = set(
+        con.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema()"
+        ).fetchall()
+    )
+    for table in tables:
+        for column in table.columns:
+            if (table.name, column.name) not in present:
+                kind = column.type.replace(" NOT NULL", "")
+                con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}")
 
 
 @contextmanager

@@ -20,6 +20,8 @@ import orjson
 import pyarrow as pa
 
 from convo_analytics.warehouse._tables import (
+    CONVERSATION_ESCALATIONS,
+    CONVERSATION_GUARDRAIL_EVENTS,
     CONVERSATIONS,
     LEADS,
     MESSAGES,
@@ -92,14 +94,27 @@ def _structure(columns: Sequence[Column]) -> dict[str, Any]:
         node = root
         for part in parts[:-1]:
             node = node.setdefault(part, {})
-        node[parts[-1]] = _json_type(col)
+            if not isinstance(node, dict):  # under a whole-JSON column: read with ->>
+                break
+        else:
+            kind = _json_type(col)
+            if kind == "JSON" or parts[-1] not in node:  # a whole-JSON parent wins
+                node[parts[-1]] = kind
     return root
 
 
-def _access(col: Column, struct: str) -> str:
+def _access(col: Column, struct: str, structure: dict[str, Any]) -> str:
+    """The column's value in the parsed struct; fields inside a JSON-typed member via ->>."""
     assert col.source is not None
-    path = ".".join('"' + p.replace('"', '""') + '"' for p in col.source[2:].split("."))
-    value = f"{struct}.{path}"
+    parts = col.source[2:].split(".")
+    value = struct
+    node: Any = structure
+    for i, part in enumerate(parts):
+        if not isinstance(node, dict):
+            value = f"({value}->>'{_path('.'.join(parts[i:]))}')"
+            break
+        value += '."' + part.replace('"', '""') + '"'
+        node = node.get(part)
     return _ts(value) if col.type.startswith("TIMESTAMPTZ") else value
 
 
@@ -136,12 +151,13 @@ def _bodies(con: duckdb.DuckDBPyConnection, name: str, bodies: Sequence[bytes]) 
 
 def _typed_select(table: Table, record: str, computed: dict[str, str]) -> str:
     """Typed columns from a JSON record: parsed once into a struct ``_s``, then picked."""
+    structure = _structure(table.columns)
     exprs = []
     for col in table.columns:
         if col.name in computed:
             exprs.append(f"{computed[col.name]} AS {col.name}")
         elif col.source is not None:
-            exprs.append(f"{_access(col, '_s')} AS {col.name}")
+            exprs.append(f"{_access(col, '_s', structure)} AS {col.name}")
         else:
             exprs.append(f"NULL AS {col.name}")
     return ", ".join(exprs)
@@ -161,7 +177,9 @@ def _key_times(table: Table) -> dict[str, str]:
     """
     created = next(c for c in table.columns if c.name == "created_at")
     return {
-        "created_at": f"COALESCE(staged_created_at, {_access(created, '_s')})",
+        "created_at": (
+            f"COALESCE(staged_created_at, {_access(created, '_s', _structure(table.columns))})"
+        ),
         "updated_at": "staged_updated_at",
     }
 
@@ -256,32 +274,43 @@ def merge_conversations(
         [run_id, run_id, loaded],
     )
     if details:
-        _replace_messages(con, details, run_id)
+        _replace_detail_children(con, details, run_id)
 
 
-def _replace_messages(con: duckdb.DuckDBPyConnection, details: str, run_id: str) -> None:
-    """Swap in the transcripts of the details that are now the conversations' versions."""
+#: Collections nested in a conversation detail, each kept in its own typed table.
+DETAIL_CHILDREN = (
+    (MESSAGES, "$.messages"),
+    (CONVERSATION_ESCALATIONS, "$.escalations"),
+    (CONVERSATION_GUARDRAIL_EVENTS, "$.guardrailEvents"),
+)
+
+
+def _replace_detail_children(con: duckdb.DuckDBPyConnection, details: str, run_id: str) -> None:
+    """Swap in the transcripts (and handoffs, guardrail events) of the details now current."""
     applied = (
         f"SELECT d.id, d.payload FROM {details} d JOIN conversations c "
         "ON c.id = d.id AND c.detail_updated_at IS NOT DISTINCT FROM d.updated_at"
     )
-    con.execute(f"DELETE FROM messages WHERE conversation_id IN (SELECT id FROM ({applied}))")
-    select = _typed_select(
-        MESSAGES,
-        "m",
-        {"conversation_id": "conversation_id", "position": "position", "run_id": "?"},
-    )
-    con.execute(
-        f"""INSERT INTO messages SELECT {select} FROM (
-                SELECT *, {_parsed(MESSAGES, "m")} FROM (
-                    SELECT id AS conversation_id, unnest(msgs) AS m,
-                           unnest(range(len(msgs))) AS position
-                    FROM (SELECT a.id, COALESCE((a.payload->'$.messages')::JSON[], []) AS msgs
-                          FROM ({applied}) a)))
-            WHERE _s.id IS NOT NULL
-            ON CONFLICT (id) DO NOTHING""",
-        [run_id],
-    )
+    for table, path in DETAIL_CHILDREN:
+        con.execute(
+            f"DELETE FROM {table.name} WHERE conversation_id IN (SELECT id FROM ({applied}))"
+        )
+        select = _typed_select(
+            table,
+            "m",
+            {"conversation_id": "conversation_id", "position": "position", "run_id": "?"},
+        )
+        con.execute(
+            f"""INSERT INTO {table.name} SELECT {select} FROM (
+                    SELECT *, {_parsed(table, "m")} FROM (
+                        SELECT id AS conversation_id, unnest(items) AS m,
+                               unnest(range(len(items))) AS position
+                        FROM (SELECT a.id, COALESCE((a.payload->'{path}')::JSON[], []) AS items
+                              FROM ({applied}) a)))
+                WHERE _s.id IS NOT NULL
+                ON CONFLICT (id) DO NOTHING""",
+            [run_id],
+        )
 
 
 def merge_leads(con: duckdb.DuckDBPyConnection, stage: str, run_id: str, loaded: datetime) -> None:

@@ -90,6 +90,7 @@ CONVERSATIONS = Table(
         ),
         Column("channel", "VARCHAR", "$.channel"),
         Column("locale", "VARCHAR", "$.locale"),
+        Column("intent", "VARCHAR", "$.intent", "the assistant's classification of the request"),
         Column("status", "VARCHAR", "$.status", "open, resolved or abandoned"),
         Column("created_at", _TS, "$.createdAt", "when the conversation started"),
         Column("updated_at", _TS, "$.updatedAt", "its last change at the service"),
@@ -139,6 +140,54 @@ MESSAGES = Table(
     "detail of the conversation is loaded.",
 )
 
+
+def _detail_child(name: str, doc: str, columns: tuple[Column, ...]) -> Table:
+    """A collection nested in conversation details, replaced with the transcript."""
+    return Table(
+        name,
+        (
+            Column("id", "VARCHAR NOT NULL", "$.id"),
+            Column("conversation_id", "VARCHAR NOT NULL", None, "the conversation it belongs to"),
+            Column("position", "INTEGER", None, "0-based place in the detail's list"),
+            *columns,
+            Column("run_id", "VARCHAR", None, "the run that loaded the detail"),
+        ),
+        ("id",),
+        doc,
+    )
+
+
+CONVERSATION_ESCALATIONS = _detail_child(
+    "conversation_escalations",
+    "Handoffs listed in conversation details (`escalations`), the API's view of the "
+    "escalations the webhook events also announce.",
+    (
+        Column("created_at", _TS, "$.createdAt", "when the handoff was made"),
+        Column("reason_code", "VARCHAR", "$.reasonCode"),
+        Column("destination", "VARCHAR", "$.destination", "e.g. helpdesk, crm, live-chat"),
+        Column("owner", "VARCHAR", "$.owner"),
+        Column("priority", "VARCHAR", "$.priority"),
+        Column("origin", "VARCHAR", "$.origin", "automatic or manual"),
+        Column("note", "VARCHAR", "$.note"),
+    ),
+)
+CONVERSATION_GUARDRAIL_EVENTS = _detail_child(
+    "conversation_guardrail_events",
+    "Guardrail activations listed in conversation details (`guardrailEvents`); the excerpt "
+    "is stored as received and redacted by the reports and exports.",
+    (
+        Column("message_id", "VARCHAR", "$.messageId", "the message that tripped it"),
+        Column("triggered_at", _TS, "$.triggeredAt"),
+        Column("flag", "VARCHAR", "$.flag"),
+        Column("rule", "VARCHAR", "$.rule"),
+        Column("category", "VARCHAR", "$.category"),
+        Column("severity", "VARCHAR", "$.severity"),
+        Column("action", "VARCHAR", "$.action"),
+        Column("excerpt", "VARCHAR", "$.excerpt"),
+    ),
+)
+
+
 LEADS = Table(
     "leads",
     (
@@ -166,7 +215,7 @@ LEADS = Table(
 )
 
 
-def _snake(name: str) -> str:
+def snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower().replace("1000", "_1000")
 
 
@@ -180,11 +229,11 @@ def _summary_columns() -> tuple[Column, ...]:
                 for q in ("p50", "p90", "p95", "p99")
             ]
         elif info.annotation is int:
-            cols.append(Column(_snake(name), "BIGINT", f"$.{name}", desc))
+            cols.append(Column(snake_case(name), "BIGINT", f"$.{name}", desc))
         elif info.annotation == dict[str, int]:
-            cols.append(Column(_snake(name), "JSON", f"$.{name}", desc))
+            cols.append(Column(snake_case(name), "JSON", f"$.{name}", desc))
         else:
-            cols.append(Column(_snake(name), "DOUBLE", f"$.{name}", desc))
+            cols.append(Column(snake_case(name), "DOUBLE", f"$.{name}", desc))
     return tuple(cols)
 
 
@@ -470,6 +519,7 @@ EVENT_TABLES = (
 
 ALL_TABLES = (
     RAW_CONVERSATIONS, RAW_CONVERSATION_DETAILS, RAW_LEADS, RAW_SERVICE_SUMMARIES,
-    CONVERSATIONS, MESSAGES, LEADS, SERVICE_SUMMARIES, BOOKMARKS, EXTRACT_RUNS, STREAM_SCHEMAS,
-    EVENTS, EVENT_KEYS, QUARANTINE, INGEST_RUNS, *EVENT_TABLES,
+    CONVERSATIONS, MESSAGES, CONVERSATION_ESCALATIONS, CONVERSATION_GUARDRAIL_EVENTS, LEADS,
+    SERVICE_SUMMARIES, BOOKMARKS, EXTRACT_RUNS, STREAM_SCHEMAS, EVENTS, EVENT_KEYS, QUARANTINE,
+    INGEST_RUNS, *EVENT_TABLES,
 )  # fmt: skip

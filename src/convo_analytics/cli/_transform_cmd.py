@@ -1,0 +1,300 @@
+"""``convo transform``, ``convo export summary|guardrails`` and ``convo serve``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import orjson
+import typer
+from rich.console import Console
+
+from convo_analytics._net import is_loopback_host
+from convo_analytics.cli._app import settings_from_context
+from convo_analytics.config import Settings
+from convo_analytics.errors import UserError
+
+__all__ = ["export_app", "serve", "transform"]
+
+DbOption = Annotated[Path | None, typer.Option("--db", help="Warehouse file (DuckDB).")]
+FromOption = Annotated[str, typer.Option("--from", help="First day, inclusive (YYYY-MM-DD).")]
+ToOption = Annotated[str, typer.Option("--to", help="Last day, inclusive (YYYY-MM-DD).")]
+TzOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tz", help="IANA time zone days are cut in (default: the first of transform.timezones)."
+    ),
+]
+
+export_app = typer.Typer(
+    name="export",
+    help="Write the summary (service-compatible) or the guardrail incident log.",
+    no_args_is_help=True,
+)
+
+
+def _zone(flag: str, value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UserError(
+            f"{flag} {value!r} is not an IANA time zone (e.g. UTC, Europe/Berlin)"
+        ) from None
+    return value
+
+
+def _warehouse(settings: Settings, *, read_only: bool) -> object:
+    from convo_analytics.warehouse import open_warehouse
+
+    db = settings.get_path("warehouse.path")
+    assert db is not None
+    return open_warehouse(db, read_only=read_only)
+
+
+def _default_tz(settings: Settings, tz: str | None) -> str:
+    return _zone("--tz", tz or (settings.get_list("transform.timezones") or ("UTC",))[0])
+
+
+def transform(
+    ctx: typer.Context,
+    db: DbOption = None,
+    tz: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tz", help="Cut days in this IANA zone (repeatable; default transform.timezones)."
+        ),
+    ] = None,
+    low_confidence_threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--low-confidence-threshold", min=0.0, max=1.0, help="Confidence below this is low."
+        ),
+    ] = None,
+    reconcile: Annotated[
+        bool,
+        typer.Option("--reconcile/--no-reconcile", help="Compare with the service's own summary."),
+    ] = True,
+    tolerance: Annotated[
+        float | None, typer.Option("--tolerance", min=0.0, help="Relative difference tolerated.")
+    ] = None,
+    fail_on_mismatch: Annotated[
+        bool,
+        typer.Option("--fail-on-mismatch", help="Exit 1 when reconciliation finds differences."),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the run as one JSON object.")
+    ] = False,
+) -> None:
+    """Rebuild the marts (facts, daily metrics, incidents) from the warehouse, in one transaction.
+
+    Exit status 0 when done (1 with --fail-on-mismatch and differences from
+    the service's summary), 2 for usage errors.
+    """
+    settings = settings_from_context(
+        ctx,
+        {
+            "warehouse.path": db,
+            "transform.timezones": tz or None,
+            "transform.low_confidence_threshold": low_confidence_threshold,
+            "transform.tolerance": tolerance,
+        },
+    )
+    zones = tuple(dict.fromkeys(_zone("--tz", z) for z in settings.get_list("transform.timezones")))
+    if not zones:
+        raise UserError("--tz: name at least one time zone (transform.timezones is empty)")
+    from convo_analytics.transform import TransformConfig, run_transform
+
+    config = TransformConfig(
+        timezones=zones,
+        low_confidence_threshold=settings.get_float("transform.low_confidence_threshold"),
+        reconcile=reconcile,
+        tolerance=settings.get_float("transform.tolerance"),
+    )
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    con = _warehouse(settings, read_only=False)
+    try:
+        result = run_transform(con, config)  # type: ignore[arg-type]
+    finally:
+        con.close()  # type: ignore[attr-defined]
+    if as_json:
+        sys.stdout.write(orjson.dumps(result.as_json()).decode() + "\n")
+    else:
+        err = Console(stderr=True, highlight=False, soft_wrap=True)
+        err.print(
+            f"transform {result.transform_run_id}: {result.conversations} conversations, "
+            f"{result.messages} messages, {result.incidents} incidents -> "
+            f"{sum(result.mart_rows.values())} mart rows in {result.duration_seconds:.1f} s; "
+            f"{len(result.mismatches)} reconciliation differences"
+        )
+    if fail_on_mismatch and result.mismatches:
+        raise typer.Exit(1)
+
+
+@export_app.command("summary")
+def export_summary_cmd(
+    ctx: typer.Context,
+    from_: FromOption,
+    to: ToOption,
+    tz: TzOption = None,
+    db: DbOption = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write to FILE instead of stdout.")
+    ] = None,
+    low_confidence_threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--low-confidence-threshold", min=0.0, max=1.0, help="Default: the marts' own."
+        ),
+    ] = None,
+    workspace_id: Annotated[
+        str | None,
+        typer.Option("--workspace-id", help="Workspace to report (default: the only one)."),
+    ] = None,
+) -> None:
+    """Write the summary for a date range in exactly the shape of GET /v1/analytics/summary."""
+    from convo_analytics.export import export_summary, parse_day
+
+    settings = settings_from_context(ctx, {"warehouse.path": db})
+    first, last = parse_day("--from", from_), parse_day("--to", to)
+    con = _warehouse(settings, read_only=True)
+    try:
+        body = export_summary(
+            con,  # type: ignore[arg-type]
+            first,
+            last,
+            _default_tz(settings, tz),
+            low_confidence_threshold=low_confidence_threshold,
+            workspace_id=workspace_id,
+        )
+    finally:
+        con.close()  # type: ignore[attr-defined]
+    data = orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n"
+    if out is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".partial")
+        tmp.write_bytes(data)
+        tmp.replace(out)
+        Console(stderr=True, highlight=False).print(f"summary {first}..{last} -> {out}")
+
+
+@export_app.command("guardrails")
+def export_guardrails_cmd(
+    ctx: typer.Context,
+    from_: FromOption,
+    to: ToOption,
+    fmt: Annotated[
+        str, typer.Option("--format", help="jsonl, csv or parquet.", case_sensitive=False)
+    ] = "jsonl",
+    tz: TzOption = None,
+    db: DbOption = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out-dir", help="Folder to write to (default: export.dir).")
+    ] = None,
+    redact: Annotated[
+        bool,
+        typer.Option(
+            "--redact/--no-redact",
+            help="Replace emails, card and phone numbers in excerpts (on by default; "
+            "--no-redact exports personal data as received).",
+        ),
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+) -> None:
+    """Write the guardrail incident log of a date range for compliance review, with a manifest."""
+    from convo_analytics.export import FORMATS, export_guardrails, parse_day
+
+    fmt = fmt.lower()
+    if fmt not in FORMATS:
+        raise UserError(f"--format {fmt!r}: choose jsonl, csv or parquet")
+    settings = settings_from_context(ctx, {"warehouse.path": db, "export.dir": out_dir})
+    first, last = parse_day("--from", from_), parse_day("--to", to)
+    directory = settings.get_path("export.dir") or Path("data/exports")
+    con = _warehouse(settings, read_only=True)
+    try:
+        result = export_guardrails(
+            con,  # type: ignore[arg-type]
+            first,
+            last,
+            directory,
+            tz=_default_tz(settings, tz),
+            fmt=fmt,  # type: ignore[arg-type]
+            redact=redact,
+        )
+    finally:
+        con.close()  # type: ignore[attr-defined]
+    if as_json:
+        sys.stdout.write(orjson.dumps(result.manifest).decode() + "\n")
+    else:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"{result.rows} incidents -> {result.data_file} (manifest: {result.manifest_file})"
+            + ("" if redact else "  [NOT REDACTED]")
+        )
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option("--host", help="Interface to listen on.")] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="TCP port (0 picks a free one).")
+    ] = None,
+    db: DbOption = None,
+    behind_tls_proxy: Annotated[
+        bool,
+        typer.Option(
+            "--behind-tls-proxy", help="Allow a non-loopback --host: a TLS proxy is in front."
+        ),
+    ] = False,
+) -> None:
+    """Answer GET /v1/analytics/summary from the warehouse, behind a bearer token.
+
+    The token comes from CONVO_SERVE_TOKEN or CONVO_SERVE_TOKEN_FILE.
+    """
+    settings = settings_from_context(
+        ctx, {"serve.host": host, "serve.port": port, "warehouse.path": db}
+    )
+    bind_host = settings.get_str("serve.host")
+    if not is_loopback_host(bind_host) and not behind_tls_proxy:
+        raise UserError(
+            f"--host {bind_host} is not a loopback address; convo serve speaks plain HTTP, so put "
+            "a TLS-terminating proxy in front and add --behind-tls-proxy"
+        )
+    token = settings.get_secret("serve.token")
+    if token is None:
+        raise UserError(
+            "convo serve needs a token for its clients: set CONVO_SERVE_TOKEN or "
+            "CONVO_SERVE_TOKEN_FILE"
+        )
+    db_path = settings.get_path("warehouse.path")
+    assert db_path is not None
+    from convo_analytics._serving import bind
+    from convo_analytics.serve import create_serve_app
+
+    app = create_serve_app(db_path, token.reveal())
+    try:
+        sock = bind(bind_host, settings.get_int("serve.port"))
+    except OSError as exc:
+        raise UserError(
+            f"cannot listen on {bind_host}:{settings.get_int('serve.port')} ({exc.strerror}); "
+            "choose another --port or stop what uses it"
+        ) from None
+    shown = f"[{bind_host}]" if ":" in bind_host else bind_host
+    Console(highlight=False, soft_wrap=True).print(
+        f"serving GET /v1/analytics/summary on http://{shown}:{sock.getsockname()[1]} "
+        f"from {db_path}"
+    )
+    import uvicorn
+
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+    )
+    server.run(sockets=[sock])

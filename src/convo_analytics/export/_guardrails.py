@@ -1,0 +1,128 @@
+"""The guardrail incident log for compliance reviewers: a data file and its manifest.
+
+The manifest lets a reviewer prove later what they were given: the row
+count and SHA-256 of each file, the query and its parameters, when it was
+made and by which versions. Files are written under a temporary name and
+renamed, so a file with a manifest is always complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+import orjson
+import polars as pl
+
+from convo_analytics import __version__
+from convo_analytics.export._summary import check_range
+from convo_analytics.transform import INCIDENT_QUERY, incidents, latest_transform
+
+Format = Literal["jsonl", "csv", "parquet"]
+FORMATS: tuple[str, ...] = ("jsonl", "csv", "parquet")
+
+
+@dataclass(frozen=True, slots=True)
+class GuardrailExport:
+    data_file: Path
+    manifest_file: Path
+    rows: int
+    manifest: dict[str, Any]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write(frame: pl.DataFrame, path: Path, fmt: str) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    if fmt == "parquet":
+        frame.write_parquet(tmp)
+    else:
+        text = frame.with_columns(
+            pl.col(c).dt.to_string("%Y-%m-%dT%H:%M:%S%.3fZ")
+            for c, t in frame.schema.items()
+            if isinstance(t, pl.Datetime)
+        )
+        if fmt == "csv":
+            text.write_csv(tmp)
+        else:
+            text.write_ndjson(tmp)
+    with tmp.open("rb") as f:
+        os.fsync(f.fileno())
+    tmp.replace(path)
+
+
+def _versions() -> dict[str, str]:
+    return {
+        "convo_analytics": __version__,
+        "duckdb": duckdb.__version__,
+        "polars": pl.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def export_guardrails(
+    con: duckdb.DuckDBPyConnection,
+    first: date,
+    last: date,
+    out_dir: Path,
+    *,
+    tz: str = "UTC",
+    fmt: Format = "jsonl",
+    redact: bool = True,
+) -> GuardrailExport:
+    """Write the incidents of ``first``..``last`` and a manifest next to them."""
+    check_range(first, last, tz)
+    frame = incidents(con, first, last, tz, redact=redact)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"guardrail-incidents_{first}_{last}" + ("" if redact else "_unredacted")
+    data_file = out_dir / f"{stem}.{fmt}"
+    _write(frame, data_file, fmt)
+    run = latest_transform(con)
+    manifest: dict[str, Any] = {
+        "kind": "guardrail-incidents",
+        "files": [
+            {
+                "path": data_file.name,
+                "format": fmt,
+                "rows": frame.height,
+                "bytes": data_file.stat().st_size,
+                "sha256": _sha256(data_file),
+            }
+        ],
+        "rowCount": frame.height,
+        "columns": frame.columns,
+        "query": INCIDENT_QUERY,
+        "parameters": {
+            "from": first.isoformat(),
+            "to": last.isoformat(),
+            "timezone": tz,
+            "redacted": redact,
+            "format": fmt,
+        },
+        "redaction": (
+            "emails, card numbers and phone numbers in excerpts replaced by [EMAIL], [CARD], "
+            "[PHONE]"
+            if redact
+            else "none: excerpts as the service sent them (exported with --no-redact)"
+        ),
+        "transformRunId": run.transform_run_id if run else None,
+        "generatedAt": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "versions": _versions(),
+    }
+    manifest_file = out_dir / f"{stem}.manifest.json"
+    tmp = manifest_file.with_name(manifest_file.name + ".partial")
+    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
+    tmp.replace(manifest_file)
+    return GuardrailExport(data_file, manifest_file, frame.height, manifest)

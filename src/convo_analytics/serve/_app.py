@@ -1,0 +1,106 @@
+"""`convo serve`: GET /v1/analytics/summary answered from the warehouse.
+
+Tools built for the service can point at us instead: same path, same query
+parameters, same body, same error shape, behind a bearer token. The warehouse
+is opened read-only for each request and closed again, so the server never
+holds a lock a nightly run would wait for; while a run is writing, requests
+get 503 with Retry-After.
+"""
+
+from __future__ import annotations
+
+import hmac
+from datetime import date
+from pathlib import Path
+from typing import Annotated
+
+import duckdb
+import orjson
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from convo_analytics import __version__
+from convo_analytics.contract._summary import SummaryResponse
+from convo_analytics.errors import UserError
+from convo_analytics.export import export_summary
+from convo_analytics.sandbox._errors import (
+    ApiException,
+    api_exception_handler,
+    http_exception_handler,
+    validation_exception_handler,
+)
+
+bearer = HTTPBearer(auto_error=False, description="The token `convo serve` was started with")
+RETRY_AFTER_BUSY = "5"
+
+
+def create_serve_app(db_path: Path, token: str) -> FastAPI:
+    """The summary API over the warehouse at ``db_path``; requests must carry ``token``."""
+    if not token:
+        raise UserError(
+            "convo serve needs a token for its clients: set CONVO_SERVE_TOKEN or "
+            "CONVO_SERVE_TOKEN_FILE"
+        )
+    expected = token.encode("utf-8")
+    app = FastAPI(
+        title="convo-analytics summary API",
+        version=__version__,
+        description="GET /v1/analytics/summary, answered from the convo-analytics warehouse.",
+    )
+    app.add_exception_handler(ApiException, api_exception_handler)
+    app.add_exception_handler(StarletteHTTPException, http_exception_handler)
+    app.add_exception_handler(RequestValidationError, validation_exception_handler)
+
+    def authenticate(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> None:
+        challenge = {"WWW-Authenticate": 'Bearer realm="convo-analytics"'}
+        if credentials is None or not credentials.credentials:
+            raise ApiException(
+                401, "missing bearer token: send 'Authorization: Bearer <token>'", headers=challenge
+            )
+        if not hmac.compare_digest(credentials.credentials.encode("utf-8"), expected):
+            raise ApiException(401, "invalid token", code="invalid_token", headers=challenge)
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get(
+        "/v1/analytics/summary",
+        response_model=SummaryResponse,
+        summary="Aggregated metrics for a date range, from the warehouse",
+        dependencies=[Depends(authenticate)],
+    )
+    def analytics_summary(
+        request: Request,
+        from_: Annotated[date, Query(alias="from", description="first day, inclusive")],
+        to: Annotated[date, Query(description="last day, inclusive")],
+        tz: Annotated[str, Query(max_length=64, description="IANA time zone for days")] = "UTC",
+        lowConfidenceThreshold: Annotated[float | None, Query(ge=0, le=1)] = None,
+    ) -> Response:
+        if not db_path.exists():
+            raise ApiException(503, "there is no warehouse yet: run the pipeline first")
+        try:
+            con = duckdb.connect(str(db_path), read_only=True)
+        except (duckdb.IOException, duckdb.ConnectionException):
+            raise ApiException(
+                503,
+                "the warehouse is being written by a pipeline run; retry shortly",
+                headers={"Retry-After": RETRY_AFTER_BUSY},
+            ) from None
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            body = export_summary(
+                con, from_, to, tz, low_confidence_threshold=lowConfidenceThreshold
+            )
+        except UserError as exc:
+            raise ApiException(400, str(exc).replace("--", "query parameter ")) from None
+        finally:
+            con.close()
+        return Response(orjson.dumps(body), media_type="application/json")
+
+    return app

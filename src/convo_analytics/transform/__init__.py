@@ -1,0 +1,53 @@
+"""Polars transforms: facts, the daily cube, metrics, the lead funnel and guardrail incidents.
+
+`convo transform` rebuilds the marts (:func:`run_transform`); everything that
+shows a number (exports, `convo serve`, the dashboard) reads them through
+:func:`load_cube` and :func:`metrics_table`, so every view agrees.
+"""
+
+from convo_analytics.transform._cube import Cube, build_cube, local_date
+from convo_analytics.transform._facts import DIMENSIONS, Facts, read_facts
+from convo_analytics.transform._funnel import STEPS, in_range, lead_funnel, score_bands
+from convo_analytics.transform._incidents import (
+    INCIDENT_COLUMNS,
+    INCIDENT_QUERY,
+    incidents,
+    per_flag_per_day,
+    repeated,
+)
+from convo_analytics.transform._metrics import breakdown, metrics_table, summary_body
+from convo_analytics.transform._published import PublishedRun, latest_transform, load_cube
+from convo_analytics.transform._reconcile import Mismatch, reconcile
+from convo_analytics.transform._redact import redact, redact_expr
+from convo_analytics.transform._run import TransformConfig, TransformResult, run_transform
+
+__all__ = [
+    "DIMENSIONS",
+    "INCIDENT_COLUMNS",
+    "INCIDENT_QUERY",
+    "STEPS",
+    "Cube",
+    "Facts",
+    "Mismatch",
+    "PublishedRun",
+    "TransformConfig",
+    "TransformResult",
+    "breakdown",
+    "build_cube",
+    "in_range",
+    "incidents",
+    "latest_transform",
+    "lead_funnel",
+    "load_cube",
+    "local_date",
+    "metrics_table",
+    "per_flag_per_day",
+    "read_facts",
+    "reconcile",
+    "redact",
+    "redact_expr",
+    "repeated",
+    "run_transform",
+    "score_bands",
+    "summary_body",
+]

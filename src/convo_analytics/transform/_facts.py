@@ -1,0 +1,265 @@
+"""Facts: one row per conversation, per escalation, per guardrail incident.
+
+The warehouse has two views of escalations and guardrail activations: the
+conversation details the extractor loads, and the webhook events the ingest
+loads. A detail is authoritative up to its own ``updatedAt``; an event adds a
+fact only when its id is not in any detail and it happened after the detail
+(or the conversation has no detail yet). So a fact is counted once whichever
+way it arrived (docs/decisions.md, D-FACT-SOURCES).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import polars as pl
+
+from convo_analytics.transform._frames import read_frame
+from convo_analytics.transform._redact import redact_expr
+
+#: Dimensions every fact and every daily cube is sliced by.
+DIMENSIONS = ("channel", "locale", "source", "intent")
+UNKNOWN = "unknown"
+POSITIVE_RATING = 4
+#: Escalations that hand a lead to sales: by destination, reason or owning team.
+SALES_DESTINATIONS = ("crm", "sales")
+SALES_REASONS = ("sales_opportunity",)
+CONTACT_FLAGS = ("pii.email", "pii.phone")
+
+_CONVERSATIONS = """
+SELECT c.id AS conversation_id, c.workspace_id, c.external_user_id, c.channel, c.locale,
+       c.source, c.intent AS conversation_intent, c.status, c.created_at AS started_at,
+       c.ended_at, c.escalated, c.escalation_count, c.feedback_rating, c.feedback_at,
+       c.detail_updated_at,
+       l.id AS lead_id, l.score AS lead_score, l.intent AS lead_intent,
+       l.created_at AS scored_at, l.qualified_at, l.updated_at AS lead_updated_at,
+       (l.email IS NOT NULL OR l.phone IS NOT NULL) AS lead_has_contact
+FROM conversations c
+LEFT JOIN (SELECT DISTINCT ON (conversation_id) * FROM leads
+           ORDER BY conversation_id, updated_at DESC) l ON l.conversation_id = c.id
+"""
+
+_MESSAGES = """
+SELECT conversation_id, position, role, created_at, latency_ms, model_tier, confidence
+FROM messages
+"""
+
+#: A webhook-only fact counts when no detail lists it and it is newer than the detail.
+_NEWER_THAN_DETAIL = """
+    NOT EXISTS (SELECT 1 FROM {api} a WHERE a.id = e.{key})
+    AND NOT EXISTS (SELECT 1 FROM conversations c WHERE c.id = e.conversation_id
+                    AND c.detail_updated_at IS NOT NULL AND e.{at} <= c.detail_updated_at)
+"""
+
+_ESCALATIONS = f"""
+SELECT id AS escalation_id, conversation_id, created_at AS escalated_at, reason_code,
+       destination, owner, priority, origin, 'api' AS seen_in
+FROM conversation_escalations
+UNION ALL
+SELECT escalation_key, conversation_id, escalated_at, reason_code, destination, owner,
+       priority, origin, 'webhook'
+FROM escalations e
+WHERE {
+    _NEWER_THAN_DETAIL.format(
+        api="conversation_escalations", key="escalation_key", at="escalated_at"
+    )
+}
+"""
+
+_INCIDENTS = f"""
+SELECT id AS incident_id, conversation_id, message_id, triggered_at, flag, rule, category,
+       severity, action, excerpt, 'api' AS seen_in
+FROM conversation_guardrail_events
+UNION ALL
+SELECT guardrail_event_id, conversation_id, message_id, triggered_at, flag, rule, category,
+       severity, action, excerpt, 'webhook'
+FROM guardrail_events e
+WHERE {
+    _NEWER_THAN_DETAIL.format(
+        api="conversation_guardrail_events", key="guardrail_event_id", at="triggered_at"
+    )
+}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """Everything the marts are made of, read from the warehouse once."""
+
+    conversations: pl.DataFrame
+    messages: pl.DataFrame
+    escalations: pl.DataFrame
+    incidents: pl.DataFrame
+
+
+def read_facts(con: duckdb.DuckDBPyConnection) -> Facts:
+    """Read the warehouse and derive the per-conversation, escalation and incident facts."""
+    escalations = read_frame(con, _ESCALATIONS)
+    incidents = read_frame(con, _INCIDENTS)
+    messages = read_frame(con, _MESSAGES)
+    conversations = _conversation_facts(
+        read_frame(con, _CONVERSATIONS), messages, escalations, incidents
+    )
+    dims = conversations.select("conversation_id", "external_user_id", *DIMENSIONS)
+    return Facts(
+        conversations=conversations,
+        messages=messages.join(dims.drop("external_user_id"), on="conversation_id", how="inner"),
+        escalations=escalations.join(
+            dims.drop("external_user_id"), on="conversation_id", how="inner"
+        ),
+        incidents=_incident_facts(incidents, escalations, dims),
+    )
+
+
+def _first_exchange(messages: pl.DataFrame) -> pl.DataFrame:
+    """Per conversation: its first user message and the first assistant reply after it."""
+    ordered = messages.sort("conversation_id", "position")
+    first_user = (
+        ordered.filter(pl.col("role") == "user")
+        .group_by("conversation_id")
+        .agg(
+            pl.col("position").first().alias("_fu_pos"),
+            pl.col("created_at").first().alias("engaged_at"),
+            pl.len().alias("user_messages"),
+        )
+    )
+    reply = (
+        ordered.filter(pl.col("role") == "assistant")
+        .join(first_user, on="conversation_id", how="inner")
+        .filter(pl.col("position") > pl.col("_fu_pos"))
+        .group_by("conversation_id")
+        .agg(pl.col("created_at").first().alias("first_response_at"))
+    )
+    responses = (
+        messages.filter(pl.col("role") == "assistant")
+        .group_by("conversation_id")
+        .agg(pl.len().alias("assistant_responses"))
+    )
+    return (
+        first_user.drop("_fu_pos")
+        .join(reply, on="conversation_id", how="left")
+        .join(responses, on="conversation_id", how="full", coalesce=True)
+    )
+
+
+def _ms_between(later: str, earlier: str) -> pl.Expr:
+    return (pl.col(later) - pl.col(earlier)).dt.total_microseconds() / 1000.0
+
+
+def _conversation_facts(
+    convs: pl.DataFrame,
+    messages: pl.DataFrame,
+    escalations: pl.DataFrame,
+    incidents: pl.DataFrame,
+) -> pl.DataFrame:
+    esc = escalations.group_by("conversation_id").agg(
+        pl.len().alias("escalations"),
+        pl.col("escalated_at").min().alias("first_escalated_at"),
+        pl.col("escalated_at")
+        .filter(
+            pl.col("destination").is_in(SALES_DESTINATIONS)
+            | pl.col("reason_code").is_in(SALES_REASONS)
+            | pl.col("owner").str.starts_with("sales")
+        )
+        .min()
+        .alias("handed_off_at"),
+    )
+    inc = incidents.group_by("conversation_id").agg(
+        pl.len().alias("guardrail_triggers"),
+        pl.col("triggered_at")
+        .filter(pl.col("flag").is_in(CONTACT_FLAGS))
+        .min()
+        .alias("_contact_seen_at"),
+    )
+    facts = (
+        convs.join(_first_exchange(messages), on="conversation_id", how="left")
+        .join(esc, on="conversation_id", how="left")
+        .join(inc, on="conversation_id", how="left")
+    )
+    has_contact = (
+        pl.col("lead_has_contact").fill_null(False) | pl.col("_contact_seen_at").is_not_null()
+    )
+    escalated = (
+        pl.col("escalated").fill_null(False)
+        | (pl.col("escalation_count").fill_null(0) > 0)
+        | (pl.col("escalations").fill_null(0) > 0)
+    )
+    return facts.select(
+        "conversation_id",
+        "workspace_id",
+        "external_user_id",
+        *(pl.col(d).fill_null(UNKNOWN).alias(d) for d in ("channel", "locale", "source")),
+        pl.coalesce("conversation_intent", "lead_intent", pl.lit(UNKNOWN)).alias("intent"),
+        "status",
+        "started_at",
+        "ended_at",
+        pl.col("user_messages").fill_null(0),
+        pl.col("assistant_responses").fill_null(0),
+        (pl.col("user_messages").fill_null(0) > 0).alias("engaged"),
+        "engaged_at",
+        "first_response_at",
+        _ms_between("first_response_at", "engaged_at").alias("first_response_ms"),
+        pl.when(pl.col("status") == "resolved")
+        .then(_ms_between("ended_at", "started_at") / 1000.0)
+        .alias("resolution_seconds"),
+        escalated.alias("escalated"),
+        pl.col("escalations").fill_null(0),
+        "first_escalated_at",
+        ((~escalated) & (pl.col("status") != "open")).alias("contained"),
+        "lead_id",
+        "lead_score",
+        "scored_at",
+        "qualified_at",
+        has_contact.alias("contact_captured"),
+        pl.when(has_contact)
+        .then(pl.coalesce("_contact_seen_at", "qualified_at", "lead_updated_at"))
+        .alias("contact_captured_at"),
+        "handed_off_at",
+        "feedback_rating",
+        "feedback_at",
+        (pl.col("feedback_rating") >= POSITIVE_RATING).alias("positive_feedback"),
+        pl.col("guardrail_triggers").fill_null(0),
+    )
+
+
+def _incident_facts(
+    incidents: pl.DataFrame, escalations: pl.DataFrame, dims: pl.DataFrame
+) -> pl.DataFrame:
+    """One row per guardrail incident, with whether the conversation was escalated over it."""
+    later = (
+        incidents.select("incident_id", "conversation_id", "triggered_at")
+        .join(
+            escalations.select("conversation_id", "escalated_at"),
+            on="conversation_id",
+            how="inner",
+        )
+        .filter(pl.col("escalated_at") >= pl.col("triggered_at"))
+        .group_by("incident_id")
+        .agg(pl.col("escalated_at").min())
+    )
+    return (
+        incidents.join(later, on="incident_id", how="left")
+        .join(dims, on="conversation_id", how="left")
+        .select(
+            "incident_id",
+            "triggered_at",
+            "conversation_id",
+            "external_user_id",
+            "message_id",
+            "flag",
+            "rule",
+            "category",
+            "severity",
+            "action",
+            ((pl.col("action") == "escalated") | pl.col("escalated_at").is_not_null()).alias(
+                "escalated"
+            ),
+            "escalated_at",
+            "excerpt",
+            redact_expr("excerpt").alias("excerpt_redacted"),
+            *(pl.col(d).fill_null(UNKNOWN) for d in DIMENSIONS),
+            "seen_in",
+        )
+        .sort("triggered_at", "incident_id")
+    )

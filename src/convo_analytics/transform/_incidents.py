@@ -1,0 +1,87 @@
+"""The guardrail incident report: the incidents, per flag per day, and repeat offenders."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Literal
+
+import duckdb
+import polars as pl
+
+from convo_analytics.transform._cube import local_date
+from convo_analytics.transform._frames import read_frame
+from convo_analytics.transform._published import Filters, dimension_filter
+from convo_analytics.warehouse._marts import MART_GUARDRAIL_INCIDENTS
+
+#: Columns of the incident log, in the order reviewers and exports see them (the excerpt
+#: redacted or not, as asked).
+INCIDENT_COLUMNS = tuple(
+    c.name
+    for c in MART_GUARDRAIL_INCIDENTS.columns
+    if c.name not in ("excerpt_redacted", "seen_in")
+)
+INCIDENT_QUERY = (
+    "SELECT * FROM mart_guardrail_incidents "
+    "WHERE triggered_at >= ?::TIMESTAMPTZ AND triggered_at < ?::TIMESTAMPTZ "
+    "ORDER BY triggered_at, incident_id"
+)
+
+
+def incidents(
+    con: duckdb.DuckDBPyConnection,
+    first: date,
+    last: date,
+    tz: str = "UTC",
+    *,
+    redact: bool = True,
+    filters: Filters | None = None,
+) -> pl.DataFrame:
+    """One row per incident that happened on ``first``..``last`` (days cut in ``tz``).
+
+    With ``redact`` (the default) the excerpt has emails, card and phone
+    numbers replaced; without it the excerpt is as the service sent it.
+    """
+    lo, hi = day_bounds(first, last)
+    frame = read_frame(con, INCIDENT_QUERY, [lo, hi])
+    if frame.is_empty():
+        return frame.select(INCIDENT_COLUMNS)
+    frame = frame.filter(
+        local_date("triggered_at", tz).is_between(first, last) & dimension_filter(filters)
+    )
+    excerpt = "excerpt_redacted" if redact else "excerpt"
+    return frame.with_columns(pl.col(excerpt).alias("excerpt")).select(INCIDENT_COLUMNS)
+
+
+def day_bounds(first: date, last: date) -> tuple[str, str]:
+    """UTC bounds that contain those days in any zone (UTC-12 to UTC+14); cut exactly later."""
+    return (f"{first - timedelta(days=1)} 00:00:00+00", f"{last + timedelta(days=2)} 00:00:00+00")
+
+
+def per_flag_per_day(frame: pl.DataFrame, tz: str = "UTC") -> pl.DataFrame:
+    """Incidents per flag per day."""
+    return (
+        frame.group_by(local_date("triggered_at", tz).alias("date"), "flag")
+        .agg(pl.len().cast(pl.Int64).alias("incidents"))
+        .sort("date", "flag")
+    )
+
+
+def repeated(
+    frame: pl.DataFrame,
+    by: Literal["conversation_id", "external_user_id"],
+    minimum: int = 2,
+) -> pl.DataFrame:
+    """Conversations (or end users) with at least ``minimum`` incidents, most first."""
+    return (
+        frame.filter(pl.col(by).is_not_null())
+        .group_by(by)
+        .agg(
+            pl.len().cast(pl.Int64).alias("incidents"),
+            pl.col("flag").unique().sort().alias("flags"),
+            pl.col("triggered_at").min().alias("first_at"),
+            pl.col("triggered_at").max().alias("last_at"),
+            pl.col("conversation_id").n_unique().cast(pl.Int64).alias("conversations"),
+        )
+        .filter(pl.col("incidents") >= minimum)
+        .sort("incidents", by, descending=[True, False])
+    )

@@ -1,0 +1,105 @@
+"""Reconciliation: our metrics against the service's own summary for the same days.
+
+The extractor stores what GET /v1/analytics/summary answered in
+``service_summaries``; every day and metric there is compared with the same
+metric made from the warehouse. A difference larger than the tolerance
+(relative to the larger of the two, at least one unit) is a mismatch; what a
+mismatch means and how to read one is in docs/warehouse.md ("Reconciliation").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+import duckdb
+
+from convo_analytics.transform._cube import Cube
+from convo_analytics.transform._frames import read_frame
+from convo_analytics.transform._metrics import (
+    COUNTS,
+    LATENCY_QUANTILES,
+    MEDIANS,
+    RATES,
+    metrics_table,
+)
+from convo_analytics.warehouse._tables import snake_case
+
+#: Metrics that depend on the low-confidence threshold (compared only when both used the same).
+_THRESHOLDED = ("lowConfidenceResponses", "lowConfidenceShare")
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    timezone: str
+    date: date
+    metric: str
+    warehouse: float | None
+    service: float | None
+
+    def describe(self) -> str:
+        return (
+            f"{self.date} ({self.timezone}) {self.metric}: warehouse {self.warehouse}, "
+            f"service {self.service}"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "timezone": self.timezone,
+            "date": self.date.isoformat(),
+            "metric": self.metric,
+            "warehouse": self.warehouse,
+            "service": self.service,
+        }
+
+
+def _basis(metric: str) -> str:
+    """The count whose presence says a rate's or percentile's null is a real "no data"."""
+    if metric in RATES:
+        return RATES[metric][1]
+    if metric in LATENCY_QUANTILES:
+        return "assistantResponses"
+    return "conversations"
+
+
+def _reported(row: dict[str, Any], metric: str) -> bool:
+    """A null from the service is a figure only for rates and percentiles over reported counts."""
+    if metric in COUNTS:
+        return False
+    return row.get(snake_case(_basis(metric))) is not None
+
+
+def _differs(ours: float | None, theirs: float | None, tolerance: float) -> bool:
+    if ours is None or theirs is None:
+        return (ours is None) != (theirs is None)
+    scale = max(abs(ours), abs(theirs), 1.0)
+    return abs(ours - theirs) > tolerance * scale + 1e-9
+
+
+def reconcile(con: duckdb.DuckDBPyConnection, cube: Cube, tolerance: float) -> list[Mismatch]:
+    """Every (day, metric) where the warehouse and the service disagree beyond ``tolerance``."""
+    service = read_frame(
+        con, "SELECT * FROM service_summaries WHERE timezone = ? ORDER BY date", [cube.timezone]
+    )
+    if service.is_empty():
+        return []
+    first, last = service["date"].min(), service["date"].max()
+    assert isinstance(first, date) and isinstance(last, date)
+    ours = {row["date"]: row for row in metrics_table(cube, first, last).iter_rows(named=True)}
+    metrics = [*COUNTS, *RATES, *LATENCY_QUANTILES, *MEDIANS]
+    out = []
+    for row in service.iter_rows(named=True):
+        same_threshold = row.get("low_confidence_threshold") == cube.low_confidence_threshold
+        mine = ours[row["date"]]
+        for metric in metrics:
+            column = snake_case(metric)
+            if column not in row or (metric in _THRESHOLDED and not same_threshold):
+                continue
+            if row[column] is None and not _reported(row, metric):
+                continue  # the service did not report it: nothing to compare
+            if _differs(mine.get(metric), row[column], tolerance):
+                out.append(
+                    Mismatch(cube.timezone, row["date"], metric, mine.get(metric), row[column])
+                )
+    return out

@@ -1,0 +1,190 @@
+"""The marts `convo transform` writes: facts, the daily cube, and its run log.
+
+They are rebuilt whole by every transform and swapped in one transaction, so
+a reader sees one transform's marts or the next one's, never a mix. The
+metric definitions they serve are in docs/warehouse.md ("Metrics").
+"""
+
+from __future__ import annotations
+
+from convo_analytics.warehouse._tables import Column, Table
+
+_TS = "TIMESTAMPTZ"
+_DIMS = (
+    Column("channel", "VARCHAR", doc="the conversation's channel ('unknown' when not given)"),
+    Column("locale", "VARCHAR", doc="the conversation's locale ('unknown' when not given)"),
+    Column("source", "VARCHAR", doc="the conversation's metadata source ('unknown' when absent)"),
+    Column("intent", "VARCHAR", doc="the conversation's intent, else its lead's, else 'unknown'"),
+)
+_DAY = (
+    Column("timezone", "VARCHAR NOT NULL", doc="the IANA zone days are cut in"),
+    Column("date", "DATE NOT NULL", doc="the calendar day in that zone"),
+)
+
+
+def _mart(name: str, doc: str, *columns: Column) -> Table:
+    return Table(name, columns, (), doc, indexed=False)
+
+
+def _daily(name: str, doc: str, *columns: Column) -> Table:
+    return _mart(name, doc, *_DAY, *_DIMS, *columns)
+
+
+MART_CONVERSATIONS = _mart(
+    "mart_conversations",
+    "One row per conversation with everything its metrics need (the fact table).",
+    Column("conversation_id", "VARCHAR"),
+    Column("workspace_id", "VARCHAR"),
+    Column("external_user_id", "VARCHAR"),
+    *_DIMS,
+    Column("status", "VARCHAR", doc="open, resolved or abandoned"),
+    Column("started_at", _TS),
+    Column("ended_at", _TS),
+    Column("user_messages", "BIGINT"),
+    Column("assistant_responses", "BIGINT"),
+    Column("engaged", "BOOLEAN", doc="at least one user message"),
+    Column("engaged_at", _TS, doc="the first user message"),
+    Column("first_response_at", _TS, doc="the first assistant message after it"),
+    Column("first_response_ms", "DOUBLE", doc="first_response_at - engaged_at"),
+    Column("resolution_seconds", "DOUBLE", doc="ended_at - started_at, resolved ones only"),
+    Column("escalated", "BOOLEAN", doc="handed to a human at least once"),
+    Column("escalations", "BIGINT", doc="escalation facts of the conversation"),
+    Column("first_escalated_at", _TS),
+    Column("contained", "BOOLEAN", doc="ended (not open) without escalation"),
+    Column("lead_id", "VARCHAR"),
+    Column("lead_score", "DOUBLE", doc="0-100"),
+    Column("scored_at", _TS, doc="the lead's creation (first scored)"),
+    Column("qualified_at", _TS),
+    Column("contact_captured", "BOOLEAN", doc="an email or phone number was given"),
+    Column("contact_captured_at", _TS, doc="see 'Lead funnel' for how it is dated"),
+    Column("handed_off_at", _TS, doc="first escalation to sales or a CRM"),
+    Column("feedback_rating", "INTEGER"),
+    Column("feedback_at", _TS),
+    Column("positive_feedback", "BOOLEAN", doc="rating >= 4"),
+    Column("guardrail_triggers", "BIGINT"),
+)
+MART_ESCALATIONS = _mart(
+    "mart_escalations",
+    "One row per escalation, from details and webhook events (counted once).",
+    Column("escalation_id", "VARCHAR"),
+    Column("conversation_id", "VARCHAR"),
+    Column("escalated_at", _TS),
+    Column("reason_code", "VARCHAR"),
+    Column("destination", "VARCHAR"),
+    Column("owner", "VARCHAR"),
+    Column("priority", "VARCHAR"),
+    Column("origin", "VARCHAR", doc="automatic or manual"),
+    Column("seen_in", "VARCHAR", doc="api (a conversation detail) or webhook"),
+)
+MART_GUARDRAIL_INCIDENTS = _mart(
+    "mart_guardrail_incidents",
+    "One row per guardrail incident, for the incident report and compliance exports.",
+    Column("incident_id", "VARCHAR"),
+    Column("triggered_at", _TS),
+    Column("conversation_id", "VARCHAR"),
+    Column("external_user_id", "VARCHAR", doc="the end user (for repeated incidents)"),
+    Column("message_id", "VARCHAR"),
+    Column("flag", "VARCHAR", doc="the policy flag, e.g. pii.email"),
+    Column("rule", "VARCHAR"),
+    Column("category", "VARCHAR"),
+    Column("severity", "VARCHAR"),
+    Column("action", "VARCHAR", doc="redacted, blocked, warned, escalated or logged"),
+    Column("escalated", "BOOLEAN", doc="action escalated, or the conversation escalated after"),
+    Column("escalated_at", _TS, doc="the first escalation at or after the incident"),
+    Column("excerpt", "VARCHAR", doc="as received (personal data included)"),
+    Column("excerpt_redacted", "VARCHAR", doc="emails, card and phone numbers replaced"),
+    *_DIMS,
+    Column("seen_in", "VARCHAR", doc="api or webhook"),
+)
+MART_DAILY_CONVERSATIONS = _daily(
+    "mart_daily_conversations",
+    "Conversation counts per start day and slice (the cohort side of the metrics).",
+    Column("conversations", "BIGINT"),
+    Column("engaged_conversations", "BIGINT"),
+    Column("resolved", "BIGINT"),
+    Column("abandoned", "BIGINT"),
+    Column("open", "BIGINT"),
+    Column("escalated_conversations", "BIGINT"),
+    Column("contained_conversations", "BIGINT"),
+    Column("leads_qualified", "BIGINT"),
+    Column("feedback_count", "BIGINT"),
+    Column("positive_feedback", "BIGINT"),
+    Column("rating_sum", "BIGINT"),
+)
+MART_DAILY_MESSAGES = _daily(
+    "mart_daily_messages",
+    "User messages and assistant responses per day, slice and model tier.",
+    Column("model_tier", "VARCHAR", doc="NULL on the rows counting user messages"),
+    Column("user_messages", "BIGINT"),
+    Column("assistant_responses", "BIGINT"),
+    Column(
+        "confidence_nanos",
+        "BIGINT",
+        doc="sum of confidence x 10^9, each rounded (exact sums); a missing confidence counts 0",
+    ),
+    Column("low_confidence_responses", "BIGINT", doc="confidence below the threshold"),
+    Column("low_confidence_threshold", "DOUBLE"),
+)
+MART_DAILY_LATENCY = _daily(
+    "mart_daily_latency",
+    "How many assistant responses took each whole number of milliseconds (for exact "
+    "percentiles over any range).",
+    Column("model_tier", "VARCHAR"),
+    Column("latency_ms", "BIGINT", doc="a missing latency counts 0"),
+    Column("responses", "BIGINT"),
+)
+MART_DAILY_GUARDRAILS = _daily(
+    "mart_daily_guardrails",
+    "Guardrail triggers per day, slice and flag.",
+    Column("flag", "VARCHAR"),
+    Column("triggers", "BIGINT"),
+)
+MART_DAILY_ESCALATIONS = _daily(
+    "mart_daily_escalations",
+    "Escalations per day they were made, slice and destination.",
+    Column("destination", "VARCHAR"),
+    Column("escalations", "BIGINT"),
+)
+MART_DAILY_DURATIONS = _daily(
+    "mart_daily_durations",
+    "How many conversations (by start day) had each first-response time or time to resolution.",
+    Column("measure", "VARCHAR", doc="first_response_ms or resolution_seconds"),
+    Column("value", "DOUBLE"),
+    Column("conversations", "BIGINT"),
+)
+TRANSFORM_RUNS = Table(
+    "transform_runs",
+    (
+        Column("transform_run_id", "VARCHAR NOT NULL"),
+        Column("started_at", _TS),
+        Column("finished_at", _TS),
+        Column("status", "VARCHAR", doc="ok or failed"),
+        Column("timezones", "VARCHAR[]", doc="the zones the daily marts were cut in"),
+        Column("low_confidence_threshold", "DOUBLE"),
+        Column("conversations", "BIGINT", doc="rows of mart_conversations"),
+        Column("messages", "BIGINT", doc="messages read"),
+        Column("incidents", "BIGINT", doc="rows of mart_guardrail_incidents"),
+        Column("mart_rows", "JSON", doc="rows written per mart"),
+        Column("reconciliation", "JSON", doc="differences from the service's own summary"),
+        Column("duration_seconds", "DOUBLE"),
+        Column("error", "VARCHAR"),
+    ),
+    ("transform_run_id",),
+    "One row per `convo transform` run; the newest ok row says what the marts hold.",
+)
+
+DAILY_MARTS = {
+    "conversations": MART_DAILY_CONVERSATIONS,
+    "messages": MART_DAILY_MESSAGES,
+    "latency": MART_DAILY_LATENCY,
+    "guardrails": MART_DAILY_GUARDRAILS,
+    "escalations": MART_DAILY_ESCALATIONS,
+    "durations": MART_DAILY_DURATIONS,
+}
+MART_TABLES = (
+    MART_CONVERSATIONS,
+    MART_ESCALATIONS,
+    MART_GUARDRAIL_INCIDENTS,
+    *DAILY_MARTS.values(),
+    TRANSFORM_RUNS,
+)
