@@ -2,10 +2,10 @@
 
 It starts the sandbox (the service, with a generated history and its webhook
 archive), extracts it into the warehouse with ``convo extract``, ingests the
-history's webhook archive with ``convo webhooks ingest``, and keeps the
-sandbox serving until Ctrl-C. Later stages (webhook ingest, transforms,
-the dashboard) join this script as they are built; it stays the one command
-a new user runs.
+history's webhook archive with ``convo webhooks ingest``, builds the marts with
+``convo transform``, and keeps the sandbox serving until Ctrl-C. Later stages
+(the dashboard, the nightly run) join this script as they are built; it stays
+the one command a new user runs.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -42,6 +43,22 @@ def _wait_for_url(proc: subprocess.Popen[str], timeout: float = 120) -> str:
     raise SystemExit("the sandbox did not start in time")
 
 
+def _fresh_warehouse_for(warehouse: Path, history: str) -> None:
+    """Move aside a warehouse filled from another generated history (never delete it).
+
+    Each demo history (seed, size, span) is a different workspace's past; mixing
+    two in one warehouse would make every figure, and the reconciliation with
+    the sandbox's own summary, wrong.
+    """
+    marker = warehouse.with_name(warehouse.name + ".demo-history")
+    if warehouse.exists() and (not marker.exists() or marker.read_text() != history):
+        aside = warehouse.with_name(f"{warehouse.stem}.previous-{int(time.time())}.duckdb")
+        warehouse.rename(aside)
+        print(f"   (the warehouse held another history; moved it to {aside})")
+    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(history)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=8787)
@@ -53,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     archive = DATA / "webhooks" / "sandbox-history.jsonl.gz"
     warehouse = DATA / "warehouse.duckdb"
     print("convo-analytics demo")
+    _fresh_warehouse_for(
+        warehouse, f"seed={args.seed} conversations={args.conversations} days={args.days}"
+    )
     print("1. starting the sandbox service (a generated workspace history)")
     sandbox = subprocess.Popen(
         [*CLI, "sandbox", "serve", "--port", str(args.port),
@@ -79,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                 [*CLI, "webhooks", "ingest", str(archive), "--db", str(warehouse)],
                 env=hook_env, check=True,
             )  # fmt: skip
+        print("4. building the marts: metrics, lead funnel, guardrail incidents (convo transform)")
+        subprocess.run([*CLI, "transform", "--db", str(warehouse)], check=True)
         print()
         print(f"The sandbox keeps serving at {url} (Ctrl-C stops it). Try:")
         print(f"  curl -H 'Authorization: Bearer {key}' '{url}/v1/conversations?limit=2'")
@@ -88,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
             f"  uv run python -c \"import duckdb; print(duckdb.connect('{warehouse}', "
             "read_only=True).sql('select channel, count(*) from conversations group by 1'))\""
         )
+        today = datetime.now(UTC).date()
+        span = f"--from {today - timedelta(days=29)} --to {today}"
+        print(f"  uv run convo export summary {span} --db {warehouse}")
+        print("    (the same shape as the service's /v1/analytics/summary, from the warehouse)")
+        print(f"  uv run convo export guardrails {span} --format csv --db {warehouse}")
+        print(f"  CONVO_SERVE_TOKEN=choose-one uv run convo serve --db {warehouse}")
         print(f"  keys and the control API's admin token: {keys}")
         print(f"  the history's webhook deliveries, as a receiver archives them: {archive}")
         sys.stdout.flush()

@@ -307,3 +307,22 @@ def test_export_summary_cli_and_bad_input(db: Path, capsys: pytest.CaptureFixtur
         main(["export", "summary", "--from", "03/01", "--to", "2026-03-01", "--db", str(db)]) == 2
     )
     assert "YYYY-MM-DD" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("tz", ["UTC", "America/New_York"])  # from the marts, and computed
+def test_filters_slice_by_dimension(db: Path, tz: str) -> None:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        first, last = date(2026, 2, 28), date(2026, 3, 2)
+        web = load_cube(con, tz, filters={"channel": ["web"]})
+        (m,) = metrics_table(web, first, last, by_day=False).to_dicts()
+        by_intent = load_cube(con, tz, filters={"intent": ["unknown"], "channel": ["web"]})
+        (u,) = metrics_table(by_intent, first, last, by_day=False).to_dicts()
+        with pytest.raises(ValueError, match="unknown dimension"):
+            load_cube(con, tz, filters={"colour": ["red"]})
+    finally:
+        con.close()
+    # web: a, c, d (b is sms); c's intent is unknown (neither it nor a lead says)
+    assert (m["conversations"], m["escalations"], m["guardrailTriggers"]) == (3, 2, 1)
+    assert (m["assistantResponses"], m["latencyP50Ms"]) == (2, 1250.0)
+    assert (u["conversations"], u["userMessages"], u["assistantResponses"]) == (1, 2, 1)

@@ -7,6 +7,7 @@ from pathlib import Path
 import duckdb
 
 from convo_analytics.warehouse import ALL_TABLES, open_warehouse
+from convo_analytics.warehouse._tables import CONVERSATIONS
 
 
 def _columns(db: Path) -> set[tuple[str, str]]:
@@ -35,5 +36,8 @@ def test_missing_tables_and_columns_are_added(tmp_path: Path) -> None:
     con = duckdb.connect(str(db), read_only=True)
     try:
         assert con.execute("SELECT id, intent FROM conversations").fetchall() == [("c1", None)]
+        # in the spec's order, since loads insert by position
+        names = [r[0] for r in con.execute("DESCRIBE conversations").fetchall()]
+        assert names == [c.name for c in CONVERSATIONS.columns]
     finally:
         con.close()

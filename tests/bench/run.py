@@ -33,7 +33,7 @@ from _common import (
 )
 
 #: Bench modules, in the order they run. Later: bench_ingest, ...
-MODULES = ["bench_sandbox", "bench_receiver", "bench_extract", "bench_ingest"]
+MODULES = ["bench_sandbox", "bench_receiver", "bench_extract", "bench_ingest", "bench_transform"]
 
 
 def load_benches() -> list[Bench]:

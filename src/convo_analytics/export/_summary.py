@@ -59,7 +59,7 @@ def export_summary(
 ) -> dict[str, Any]:
     """The summary body for ``first``..``last`` made from the published marts."""
     check_range(first, last, tz)
-    cube = load_cube(con, tz, low_confidence_threshold, first=first, last=last)
+    cube = load_cube(con, tz, low_confidence_threshold, first=first, last=last, by_dimension=False)
     now = datetime.now(UTC)
     return summary_body(
         cube,

@@ -9,6 +9,7 @@ time zone per cube.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 
@@ -32,6 +33,12 @@ class Cube:
     ``conversations`` is keyed by the conversation's start day (a cohort);
     ``messages``, ``latency``, ``guardrails`` and ``escalations`` by the day
     the message or event happened; ``durations`` by the start day.
+
+    A summary-only cube (``convo export summary``, ``convo serve``) carries
+    the transform's per-day percentiles of the whole workspace in
+    ``daily_percentiles``; its ``latency`` and ``durations`` histograms are then
+    already summed over ``histogram_range`` (dated at its first day), which is
+    all the range's totals need.
     """
 
     timezone: str
@@ -53,20 +60,45 @@ class Cube:
         ),
         repr=False,
     )
+    #: slice_key -> channel, locale, source, intent (the rows are keyed by slice_key).
+    slices: pl.DataFrame = field(default_factory=pl.DataFrame)
+    daily_percentiles: pl.DataFrame | None = None
+    histogram_range: tuple[date, date] | None = None
 
-    def where(self, expr: pl.Expr) -> Cube:
-        """The cube restricted to the rows matching ``expr`` (over date and dimensions)."""
-        return replace(self, **{name: getattr(self, name).filter(expr) for name in self.frames})
+    def sliced(self, filters: Mapping[str, Sequence[str]] | None) -> Cube:
+        """The cube restricted to the slices whose dimensions take the given values."""
+        wanted = {dim: values for dim, values in (filters or {}).items() if values}
+        if not wanted:
+            return self
+        unknown = set(wanted) - set(DIMENSIONS)
+        if unknown:
+            raise ValueError(f"unknown dimension {sorted(unknown)}; one of {', '.join(DIMENSIONS)}")
+        keep = self.slices.filter(
+            pl.all_horizontal(pl.col(dim).is_in(list(v)) for dim, v in wanted.items())
+        )["slice_key"].to_list()
+        frames = {
+            name: getattr(self, name).filter(pl.col("slice_key").is_in(keep))
+            for name in self.frames
+        }
+        return replace(self, **frames, daily_percentiles=None)
+
+    def with_dimensions(self, frame: str) -> pl.DataFrame:
+        """One of the cube's frames with its slice's dimension values joined on."""
+        table: pl.DataFrame = getattr(self, frame)
+        return table.join(self.slices, on="slice_key", how="left")
 
     def between(self, first: date, last: date) -> Cube:
-        return self.where(pl.col("date").is_between(first, last))
+        frames = {
+            name: getattr(self, name).filter(pl.col("date").is_between(first, last))
+            for name in self.frames
+        }
+        return replace(self, **frames)
 
 
 def build_cube(facts: Facts, tz: str, low_confidence_threshold: float) -> Cube:
     """Aggregate the facts into the daily cube, days cut in ``tz``."""
-    dims = list(DIMENSIONS)
     convs = facts.conversations.with_columns(date=local_date("started_at", tz))
-    conversations = convs.group_by("date", *dims).agg(
+    conversations = convs.group_by("date", "slice_key").agg(
         pl.len().alias("conversations"),
         pl.col("engaged").sum().alias("engaged_conversations"),
         (pl.col("status") == "resolved").sum().alias("resolved"),
@@ -82,24 +114,22 @@ def build_cube(facts: Facts, tz: str, low_confidence_threshold: float) -> Cube:
     durations = pl.concat(
         [
             convs.filter(pl.col(measure).is_not_null())
-            .group_by("date", *dims, pl.col(measure).alias("value"))
+            .group_by("date", "slice_key", pl.col(measure).alias("value"))
             .agg(pl.len().alias("conversations"))
             .with_columns(measure=pl.lit(measure))
             for measure in ("first_response_ms", "resolution_seconds")
         ],
         how="diagonal",
     )
-    msgs = facts.messages.filter(pl.col("role").is_in(("user", "assistant"))).with_columns(
+    msgs = facts.messages.with_columns(
         date=local_date("created_at", tz),
-        model_tier=pl.when(pl.col("role") == "assistant").then(
-            pl.col("model_tier").fill_null(UNKNOWN)
-        ),
+        model_tier=pl.when(pl.col("is_assistant")).then(pl.col("model_tier").fill_null(UNKNOWN)),
         confidence=pl.col("confidence").fill_null(0.0),
         latency_ms=pl.col("latency_ms").fill_null(0),
     )
-    is_assistant = pl.col("role") == "assistant"
-    messages = msgs.group_by("date", *dims, "model_tier").agg(
-        (pl.col("role") == "user").sum().alias("user_messages"),
+    is_assistant = pl.col("is_assistant")
+    messages = msgs.group_by("date", "slice_key", "model_tier").agg(
+        pl.col("is_user").sum().alias("user_messages"),
         is_assistant.sum().alias("assistant_responses"),
         (pl.col("confidence").filter(is_assistant) * CONFIDENCE_SCALE)
         .round()
@@ -112,12 +142,12 @@ def build_cube(facts: Facts, tz: str, low_confidence_threshold: float) -> Cube:
     )
     latency = (
         msgs.filter(is_assistant)
-        .group_by("date", *dims, "model_tier", "latency_ms")
+        .group_by("date", "slice_key", "model_tier", "latency_ms")
         .agg(pl.len().alias("responses"))
     )
     guardrails = (
         facts.incidents.with_columns(date=local_date("triggered_at", tz))
-        .group_by("date", *dims, "flag")
+        .group_by("date", "slice_key", "flag")
         .agg(pl.len().alias("triggers"))
     )
     escalations = (
@@ -125,7 +155,7 @@ def build_cube(facts: Facts, tz: str, low_confidence_threshold: float) -> Cube:
             date=local_date("escalated_at", tz),
             destination=pl.col("destination").fill_null(UNKNOWN),
         )
-        .group_by("date", *dims, "destination")
+        .group_by("date", "slice_key", "destination")
         .agg(pl.len().alias("escalations"))
     )
     return Cube(
@@ -137,4 +167,5 @@ def build_cube(facts: Facts, tz: str, low_confidence_threshold: float) -> Cube:
         guardrails=guardrails,
         escalations=escalations,
         durations=durations,
+        slices=facts.slices,
     )

@@ -27,22 +27,29 @@ SALES_DESTINATIONS = ("crm", "sales")
 SALES_REASONS = ("sales_opportunity",)
 CONTACT_FLAGS = ("pii.email", "pii.phone")
 
-_CONVERSATIONS = """
-SELECT c.id AS conversation_id, c.workspace_id, c.external_user_id, c.channel, c.locale,
+#: A small integer per conversation, the same in every query (ids are unique), so that
+#: ten million messages are joined and grouped on integers rather than on strings.
+_KEYS = "(SELECT id, row_number() OVER (ORDER BY id)::UINTEGER AS conv_key FROM conversations)"
+
+_CONVERSATIONS = f"""
+SELECT k.conv_key, c.id AS conversation_id, c.workspace_id, c.external_user_id, c.channel, c.locale,
        c.source, c.intent AS conversation_intent, c.status, c.created_at AS started_at,
        c.ended_at, c.escalated, c.escalation_count, c.feedback_rating, c.feedback_at,
        c.detail_updated_at,
        l.id AS lead_id, l.score AS lead_score, l.intent AS lead_intent,
        l.created_at AS scored_at, l.qualified_at, l.updated_at AS lead_updated_at,
        (l.email IS NOT NULL OR l.phone IS NOT NULL) AS lead_has_contact
-FROM conversations c
+FROM conversations c JOIN {_KEYS} k ON k.id = c.id
 LEFT JOIN (SELECT DISTINCT ON (conversation_id) * FROM leads
            ORDER BY conversation_id, updated_at DESC) l ON l.conversation_id = c.id
 """
 
-_MESSAGES = """
-SELECT conversation_id, position, role, created_at, latency_ms, model_tier, confidence
-FROM messages
+#: Only user and assistant messages count in any metric (agents and system notes do not).
+_MESSAGES = f"""
+SELECT k.conv_key, m.position, m.role = 'user' AS is_user, m.role = 'assistant' AS is_assistant,
+       m.created_at, m.latency_ms, m.model_tier, m.confidence
+FROM messages m JOIN {_KEYS} k ON k.id = m.conversation_id
+WHERE m.role IN ('user', 'assistant')
 """
 
 #: A webhook-only fact counts when no detail lists it and it is newer than the detail.
@@ -85,12 +92,18 @@ WHERE {
 
 @dataclass(frozen=True, slots=True)
 class Facts:
-    """Everything the marts are made of, read from the warehouse once."""
+    """Everything the marts are made of, read from the warehouse once.
+
+    Every fact carries the ``slice_key`` of its conversation's dimensions
+    (``slices`` maps a key to the values), so that the cube groups on one
+    integer; ``messages`` also carry the integer ``conv_key``.
+    """
 
     conversations: pl.DataFrame
     messages: pl.DataFrame
     escalations: pl.DataFrame
     incidents: pl.DataFrame
+    slices: pl.DataFrame
 
 
 def read_facts(con: duckdb.DuckDBPyConnection) -> Facts:
@@ -102,44 +115,48 @@ def read_facts(con: duckdb.DuckDBPyConnection) -> Facts:
         read_frame(con, _CONVERSATIONS), messages, escalations, incidents
     )
     dims = conversations.select("conversation_id", "external_user_id", *DIMENSIONS)
+    incidents = _incident_facts(incidents, escalations, dims)
+    slices = (
+        pl.concat([conversations.select(DIMENSIONS), incidents.select(DIMENSIONS)])
+        .unique()
+        .sort(DIMENSIONS)
+        .with_row_index("slice_key")
+        .with_columns(pl.col("slice_key").cast(pl.Int32))
+    )
+    conversations = conversations.join(slices, on=list(DIMENSIONS), how="left")
+    keys = conversations.select("conversation_id", "conv_key", "slice_key")
     return Facts(
         conversations=conversations,
-        messages=messages.join(dims.drop("external_user_id"), on="conversation_id", how="inner"),
-        escalations=escalations.join(
-            dims.drop("external_user_id"), on="conversation_id", how="inner"
-        ),
-        incidents=_incident_facts(incidents, escalations, dims),
+        messages=messages.join(keys.drop("conversation_id"), on="conv_key", how="inner"),
+        escalations=escalations.join(keys.drop("conv_key"), on="conversation_id", how="inner"),
+        incidents=incidents.join(slices, on=list(DIMENSIONS), how="left"),
+        slices=slices,
     )
 
 
 def _first_exchange(messages: pl.DataFrame) -> pl.DataFrame:
     """Per conversation: its first user message and the first assistant reply after it."""
-    ordered = messages.sort("conversation_id", "position")
     first_user = (
-        ordered.filter(pl.col("role") == "user")
-        .group_by("conversation_id")
+        messages.filter(pl.col("is_user"))
+        .group_by("conv_key")
         .agg(
-            pl.col("position").first().alias("_fu_pos"),
-            pl.col("created_at").first().alias("engaged_at"),
+            pl.col("position").min().alias("_fu_pos"),
+            pl.col("created_at").get(pl.col("position").arg_min()).alias("engaged_at"),
             pl.len().alias("user_messages"),
         )
     )
+    assistant = messages.filter(pl.col("is_assistant"))
     reply = (
-        ordered.filter(pl.col("role") == "assistant")
-        .join(first_user, on="conversation_id", how="inner")
+        assistant.join(first_user.select("conv_key", "_fu_pos"), on="conv_key", how="inner")
         .filter(pl.col("position") > pl.col("_fu_pos"))
-        .group_by("conversation_id")
-        .agg(pl.col("created_at").first().alias("first_response_at"))
+        .group_by("conv_key")
+        .agg(pl.col("created_at").get(pl.col("position").arg_min()).alias("first_response_at"))
     )
-    responses = (
-        messages.filter(pl.col("role") == "assistant")
-        .group_by("conversation_id")
-        .agg(pl.len().alias("assistant_responses"))
-    )
+    responses = assistant.group_by("conv_key").agg(pl.len().alias("assistant_responses"))
     return (
         first_user.drop("_fu_pos")
-        .join(reply, on="conversation_id", how="left")
-        .join(responses, on="conversation_id", how="full", coalesce=True)
+        .join(reply, on="conv_key", how="left")
+        .join(responses, on="conv_key", how="full", coalesce=True)
     )
 
 
@@ -173,7 +190,7 @@ def _conversation_facts(
         .alias("_contact_seen_at"),
     )
     facts = (
-        convs.join(_first_exchange(messages), on="conversation_id", how="left")
+        convs.join(_first_exchange(messages), on="conv_key", how="left")
         .join(esc, on="conversation_id", how="left")
         .join(inc, on="conversation_id", how="left")
     )
@@ -186,6 +203,7 @@ def _conversation_facts(
         | (pl.col("escalations").fill_null(0) > 0)
     )
     return facts.select(
+        "conv_key",
         "conversation_id",
         "workspace_id",
         "external_user_id",

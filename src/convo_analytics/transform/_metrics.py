@@ -9,9 +9,11 @@ Names follow the service's summary (``SummaryMetrics``); docs/warehouse.md
 
 from __future__ import annotations
 
+import math
 from datetime import date
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from convo_analytics.contract._summary import SummaryMetrics
@@ -63,43 +65,105 @@ MEDIANS = {
 PERIOD = "date"
 
 
-def _periods(first: date, last: date, by_day: bool) -> pl.DataFrame:
+def _periods(first: date, last: date, by_day: bool) -> pl.LazyFrame:
     if by_day:
-        return pl.DataFrame({PERIOD: pl.date_range(first, last, eager=True)})
-    return pl.DataFrame({PERIOD: [first]})
+        return pl.LazyFrame({PERIOD: pl.date_range(first, last, eager=True)})
+    return pl.LazyFrame({PERIOD: [first]})
 
 
-def _period(frame: pl.DataFrame, first: date, by_day: bool) -> pl.DataFrame:
-    return frame if by_day else frame.with_columns(pl.lit(first).alias(PERIOD))
+def _period(frame: pl.DataFrame, first: date, last: date, by_day: bool) -> pl.LazyFrame:
+    """The frame's rows of the range, keyed by day or all under one period."""
+    rows = frame.lazy().filter(pl.col(PERIOD).is_between(first, last))
+    return rows if by_day else rows.with_columns(pl.lit(first).alias(PERIOD))
 
 
 def weighted_quantiles(
-    frame: pl.DataFrame, value: str, weight: str, quantiles: dict[str, float]
-) -> pl.DataFrame:
+    frame: pl.LazyFrame, value: str, weight: str, quantiles: dict[str, float]
+) -> pl.LazyFrame:
     """Per period, each quantile of ``value`` repeated ``weight`` times.
 
     Linear interpolation between closest ranks (DuckDB's quantile_cont,
-    numpy's "linear"), exactly as over the expanded values.
+    numpy's "linear"), exactly as over the expanded values: the histogram is
+    summed and sorted by polars, then each wanted rank is found by binary
+    search in its period's cumulative counts.
     """
     hist = (
         frame.group_by(PERIOD, value)
         .agg(pl.col(weight).sum().alias("_n"))
         .sort(PERIOD, value)
-        .with_columns(
-            pl.col("_n").cum_sum().over(PERIOD).alias("_cum"),
-            pl.col("_n").sum().over(PERIOD).alias("_total"),
-            pl.col(value).cast(pl.Float64),
-        )
+        .collect()
     )
-    aggs = []
-    for name, q in quantiles.items():
-        pos = q * (pl.col("_total") - 1).cast(pl.Float64)
-        lo = pos.floor()
-        hi = pl.min_horizontal(lo + 1, pl.col("_total") - 1)
-        v_lo = pl.col(value).filter(pl.col("_cum") > lo).first()
-        v_hi = pl.col(value).filter(pl.col("_cum") > hi).first()
-        aggs.append((v_lo + (v_hi - v_lo) * (pos - lo).first()).alias(name))
-    return hist.group_by(PERIOD).agg(aggs)
+    out: dict[str, list[Any]] = {PERIOD: [], **{name: [] for name in quantiles}}
+    if hist.height:
+        days = hist[PERIOD].cast(pl.Int32).to_numpy()
+        values = hist[value].cast(pl.Float64).to_numpy()
+        counts = hist["_n"].cast(pl.Int64).to_numpy()
+        cuts = np.flatnonzero(days[1:] != days[:-1]) + 1
+        for lo_row, hi_row in zip(np.r_[0, cuts], np.r_[cuts, len(days)], strict=True):
+            cum = np.cumsum(counts[lo_row:hi_row])
+            total = int(cum[-1])
+            out[PERIOD].append(hist[PERIOD][int(lo_row)])
+            for name, q in quantiles.items():
+                pos = q * (total - 1)
+                lo = math.floor(pos)
+                hi = min(lo + 1, total - 1)
+                v_lo = float(values[lo_row + np.searchsorted(cum, lo, side="right")])
+                v_hi = float(values[lo_row + np.searchsorted(cum, hi, side="right")])
+                out[name].append(v_lo + (v_hi - v_lo) * (pos - lo))
+    schema = {PERIOD: pl.Date, **{name: pl.Float64 for name in quantiles}}
+    return pl.LazyFrame(out, schema=schema)
+
+
+def _metrics_plan(cube: Cube, first: date, last: date, by_day: bool) -> pl.LazyFrame:
+    table = _periods(first, last, by_day)
+    sums: dict[str, list[pl.Expr]] = {}
+    for name, (frame, column) in {**COUNTS, **SUMS}.items():
+        sums.setdefault(frame, []).append(pl.col(column).sum().alias(name))
+    for frame, exprs in sums.items():
+        part = _period(getattr(cube, frame), first, last, by_day).group_by(PERIOD).agg(exprs)
+        table = table.join(part, on=PERIOD, how="left")
+    table = table.with_columns(pl.col(name).fill_null(0) for name in (*COUNTS, *SUMS))
+    table = table.with_columns(
+        pl.when(pl.col(den) > 0).then(pl.col(num) * scale / pl.col(den)).alias(name)
+        for name, (num, den, scale) in RATES.items()
+    )
+    for part in _percentile_plans(cube, first, last, by_day):
+        table = table.join(part, on=PERIOD, how="left")
+    return table.sort(PERIOD)
+
+
+def _percentile_plans(cube: Cube, first: date, last: date, by_day: bool) -> list[pl.LazyFrame]:
+    """Latency percentiles and median durations per period, from the histograms."""
+    if by_day and cube.daily_percentiles is not None:
+        return [cube.daily_percentiles.lazy().filter(pl.col(PERIOD).is_between(first, last))]
+    if cube.histogram_range is not None and cube.histogram_range != (first, last):
+        raise ValueError(f"this cube's histograms cover {cube.histogram_range}, not the range")
+    plans = [
+        weighted_quantiles(
+            _period(cube.latency, first, last, by_day), "latency_ms", "responses", LATENCY_QUANTILES
+        )
+    ]
+    for name, measure in MEDIANS.items():
+        part = _period(cube.durations, first, last, by_day).filter(pl.col("measure") == measure)
+        plans.append(weighted_quantiles(part, "value", "conversations", {name: 0.5}))
+    return plans
+
+
+def daily_percentiles(cube: Cube) -> pl.DataFrame:
+    """Each day's percentiles over the whole cube (what ``mart_daily_percentiles`` keeps)."""
+    days = cube.conversations.select(PERIOD)
+    for frame in (cube.messages, cube.latency, cube.durations):
+        days = pl.concat([days, frame.select(PERIOD)])
+    if days.is_empty():
+        return pl.DataFrame(
+            schema={PERIOD: pl.Date, **dict.fromkeys([*LATENCY_QUANTILES, *MEDIANS], pl.Float64)}
+        )
+    first, last = days[PERIOD].min(), days[PERIOD].max()
+    assert isinstance(first, date) and isinstance(last, date)
+    table = _periods(first, last, True)
+    for part in _percentile_plans(cube, first, last, True):
+        table = table.join(part, on=PERIOD, how="left")
+    return table.sort(PERIOD).collect()
 
 
 def metrics_table(cube: Cube, first: date, last: date, *, by_day: bool = True) -> pl.DataFrame:
@@ -107,56 +171,42 @@ def metrics_table(cube: Cube, first: date, last: date, *, by_day: bool = True) -
 
     Days without data are present, with zero counts and null rates.
     """
-    cube = cube.between(first, last)
-    table = _periods(first, last, by_day)
-    sums: dict[str, list[pl.Expr]] = {}
-    for name, (frame, column) in {**COUNTS, **SUMS}.items():
-        sums.setdefault(frame, []).append(pl.col(column).sum().alias(name))
-    for frame, exprs in sums.items():
-        part = _period(getattr(cube, frame), first, by_day).group_by(PERIOD).agg(exprs)
-        table = table.join(part, on=PERIOD, how="left")
-    table = table.with_columns(pl.col(name).fill_null(0) for name in (*COUNTS, *SUMS))
-    table = table.with_columns(
-        pl.when(pl.col(den) > 0).then(pl.col(num) * scale / pl.col(den)).alias(name)
-        for name, (num, den, scale) in RATES.items()
-    )
-    latency = weighted_quantiles(
-        _period(cube.latency, first, by_day), "latency_ms", "responses", LATENCY_QUANTILES
-    )
-    table = table.join(latency, on=PERIOD, how="left")
-    for name, measure in MEDIANS.items():
-        part = _period(cube.durations.filter(pl.col("measure") == measure), first, by_day)
-        table = table.join(
-            weighted_quantiles(part, "value", "conversations", {name: 0.5}), on=PERIOD, how="left"
-        )
-    return table.sort(PERIOD)
+    return _metrics_plan(cube, first, last, by_day).collect()
 
 
-def breakdown(
-    cube: Cube, first: date, last: date, frame: str, key: str, value: str, *, by_day: bool = True
-) -> pl.DataFrame:
-    """``value`` summed per period and ``key`` (e.g. guardrail triggers by flag)."""
-    part = _period(getattr(cube.between(first, last), frame), first, by_day)
+def _breakdown_plan(
+    cube: Cube, first: date, last: date, frame: str, key: str, value: str, by_day: bool
+) -> pl.LazyFrame:
     return (
-        part.filter(pl.col(key).is_not_null())
+        _period(getattr(cube, frame), first, last, by_day)
+        .filter(pl.col(key).is_not_null())
         .group_by(PERIOD, key)
         .agg(pl.col(value).sum())
         .sort(PERIOD, key)
     )
 
 
-def _maps(
-    cube: Cube, first: date, last: date, by_day: bool
-) -> dict[str, dict[date, dict[str, int]]]:
+def breakdown(
+    cube: Cube, first: date, last: date, frame: str, key: str, value: str, *, by_day: bool = True
+) -> pl.DataFrame:
+    """``value`` summed per period and ``key`` (e.g. guardrail triggers by flag)."""
+    return _breakdown_plan(cube, first, last, frame, key, value, by_day).collect()
+
+
+#: The summary's maps: name -> (cube frame, key, summed value).
+MAPS = {
+    "guardrailTriggersByFlag": ("guardrails", "flag", "triggers"),
+    "modelTierMix": ("messages", "model_tier", "assistant_responses"),
+}
+
+
+def _as_maps(frames: list[pl.DataFrame]) -> dict[str, dict[date, dict[str, int]]]:
     out: dict[str, dict[date, dict[str, int]]] = {}
-    for name, frame, key, value in (
-        ("guardrailTriggersByFlag", "guardrails", "flag", "triggers"),
-        ("modelTierMix", "messages", "model_tier", "assistant_responses"),
-    ):
+    for name, frame in zip(MAPS, frames, strict=True):
         per: dict[date, dict[str, int]] = {}
-        for row in breakdown(cube, first, last, frame, key, value, by_day=by_day).iter_rows():
-            if row[2]:
-                per.setdefault(row[0], {})[row[1]] = int(row[2])
+        for period, key, value in frame.iter_rows():
+            if value:
+                per.setdefault(period, {})[key] = int(value)
         out[name] = per
     return out
 
@@ -187,10 +237,13 @@ def summary_body(
     cube: Cube, first: date, last: date, *, workspace_id: str, generated_at: str
 ) -> dict[str, Any]:
     """The GET /v1/analytics/summary body for ``first``..``last`` (inclusive)."""
-    daily = _metrics_dicts(metrics_table(cube, first, last), _maps(cube, first, last, True))
-    (totals,) = _metrics_dicts(
-        metrics_table(cube, first, last, by_day=False), _maps(cube, first, last, False)
-    )
+    plans = []
+    for by_day in (True, False):
+        plans.append(_metrics_plan(cube, first, last, by_day))
+        plans += [_breakdown_plan(cube, first, last, *spec, by_day) for spec in MAPS.values()]
+    frames = pl.collect_all(plans)
+    daily = _metrics_dicts(frames[0], _as_maps(frames[1:3]))
+    (totals,) = _metrics_dicts(frames[3], _as_maps(frames[4:6]))
     del totals["date"]
     return {
         "workspaceId": workspace_id,

@@ -13,12 +13,16 @@ from datetime import date
 from typing import Any
 
 import duckdb
+import orjson
 import polars as pl
 
 from convo_analytics.transform._cube import Cube, build_cube
 from convo_analytics.transform._facts import DIMENSIONS, read_facts
 from convo_analytics.transform._frames import read_frame
-from convo_analytics.warehouse._marts import DAILY_MARTS
+from convo_analytics.transform._metrics import LATENCY_QUANTILES, MEDIANS
+from convo_analytics.warehouse import Table
+from convo_analytics.warehouse._marts import DAILY_MARTS, MART_DAILY_PERCENTILES, MART_SLICES
+from convo_analytics.warehouse._tables import snake_case
 
 #: Dimension filters: dimension -> accepted values (an absent key accepts all).
 Filters = Mapping[str, Sequence[str]]
@@ -32,20 +36,24 @@ class PublishedRun:
     finished_at: Any
     timezones: tuple[str, ...]
     low_confidence_threshold: float
+    #: The marts it wrote (a warehouse made by an older release may lack some).
+    marts: frozenset[str] = frozenset()
 
 
 def latest_transform(con: duckdb.DuckDBPyConnection) -> PublishedRun | None:
     rows = con.execute(
-        "SELECT transform_run_id, finished_at, timezones, low_confidence_threshold "
+        "SELECT transform_run_id, finished_at, timezones, low_confidence_threshold, mart_rows "
         "FROM transform_runs WHERE status = 'ok' ORDER BY finished_at DESC LIMIT 1"
     ).fetchall()
     if not rows:
         return None
     row = rows[0]
-    return PublishedRun(row[0], row[1], tuple(row[2] or ()), float(row[3]))
+    marts = frozenset(orjson.loads(row[4]) if row[4] else ())
+    return PublishedRun(row[0], row[1], tuple(row[2] or ()), float(row[3]), marts)
 
 
 def _dimension_sql(filters: Filters | None) -> tuple[str, list[Any]]:
+    """A WHERE clause keeping the slices whose dimensions take the given values."""
     clauses: list[str] = []
     params: list[Any] = []
     for dim, values in (filters or {}).items():
@@ -54,7 +62,10 @@ def _dimension_sql(filters: Filters | None) -> tuple[str, list[Any]]:
         if values:
             clauses.append(f"{dim} IN ({', '.join('?' * len(values))})")
             params.extend(values)
-    return "".join(f" AND {c}" for c in clauses), params
+    if not clauses:
+        return "", []
+    where = " AND ".join(clauses)
+    return f" AND slice_key IN (SELECT slice_key FROM {MART_SLICES.name} WHERE {where})", params
 
 
 def dimension_filter(filters: Filters | None) -> pl.Expr:
@@ -65,6 +76,17 @@ def dimension_filter(filters: Filters | None) -> pl.Expr:
     return expr
 
 
+#: Keys of each daily mart besides date and dimensions (what a sum must keep apart).
+_KEYS: dict[str, tuple[str, ...]] = {
+    "conversations": (),
+    "messages": ("model_tier",),
+    "latency": ("latency_ms",),
+    "guardrails": ("flag",),
+    "escalations": ("destination",),
+    "durations": ("measure", "value"),
+}
+
+
 def load_cube(
     con: duckdb.DuckDBPyConnection,
     tz: str = "UTC",
@@ -73,8 +95,14 @@ def load_cube(
     first: date | None = None,
     last: date | None = None,
     filters: Filters | None = None,
+    by_dimension: bool = True,
 ) -> Cube:
-    """The daily cube for ``tz``, restricted to ``first``..``last`` and the filters."""
+    """The daily cube for ``tz``, restricted to ``first``..``last`` and the filters.
+
+    ``by_dimension=False`` sums the slices away (in SQL, before anything reaches
+    Python) for callers that want whole-workspace figures only, such as the
+    summary export: the same numbers from far fewer rows.
+    """
     run = latest_transform(con)
     threshold = (
         low_confidence_threshold
@@ -84,7 +112,11 @@ def load_cube(
     lo, hi = first or date(1, 1, 1), last or date(9999, 12, 31)
     if run is None or tz not in run.timezones or threshold != run.low_confidence_threshold:
         cube = build_cube(read_facts(con), tz, threshold)
-        return cube.where(pl.col("date").is_between(lo, hi) & dimension_filter(filters))
+        return cube.between(lo, hi).sliced(filters)
+    summary_only = not by_dimension and not filters and first is not None and last is not None
+    if summary_only and MART_DAILY_PERCENTILES.name in run.marts:
+        assert first is not None and last is not None
+        return _summary_cube(con, tz, threshold, first, last)
     dims_sql, dims_params = _dimension_sql(filters)
     frames = {
         name: read_frame(
@@ -104,4 +136,50 @@ def load_cube(
         guardrails=frames["guardrails"],
         escalations=frames["escalations"],
         durations=frames["durations"],
+        slices=read_frame(con, f"SELECT * FROM {MART_SLICES.name}"),
+    )
+
+
+def _summed(name: str, table: Table, dated: str) -> str:
+    """The mart's rows with the slices (and, for histograms, the days) summed away."""
+    keep = _KEYS[name]
+    sums = ", ".join(
+        f"sum({c.name}) AS {c.name}"
+        for c in table.columns
+        if c.name not in (*keep, "slice_key", "timezone", "date", "model_tier")
+        and c.name != "low_confidence_threshold"
+    )
+    return f"SELECT {dated} AS date, {', '.join((*keep, sums))} FROM {table.name} " + (
+        "WHERE timezone = ? AND date BETWEEN ? AND ? GROUP BY ALL"
+    )
+
+
+def _summary_cube(
+    con: duckdb.DuckDBPyConnection, tz: str, threshold: float, first: date, last: date
+) -> Cube:
+    """Whole-workspace figures only: slices summed away in SQL, percentiles per day read."""
+    params = [tz, first, last]
+    frames = {}
+    for name, table in DAILY_MARTS.items():
+        ranged = name in ("latency", "durations")  # only the range's totals need these
+        dated = f"DATE '{first.isoformat()}'" if ranged else "date"
+        frames[name] = read_frame(con, _summed(name, table, dated), params)
+    percentiles = read_frame(
+        con,
+        f"SELECT * EXCLUDE (timezone) FROM {MART_DAILY_PERCENTILES.name} "
+        "WHERE timezone = ? AND date BETWEEN ? AND ?",
+        params,
+    )
+    camel = {snake_case(n): n for n in (*LATENCY_QUANTILES, *MEDIANS)}
+    return Cube(
+        timezone=tz,
+        low_confidence_threshold=threshold,
+        conversations=frames["conversations"],
+        messages=frames["messages"],
+        latency=frames["latency"],
+        guardrails=frames["guardrails"],
+        escalations=frames["escalations"],
+        durations=frames["durations"],
+        daily_percentiles=percentiles.rename(camel),
+        histogram_range=(first, last),
     )

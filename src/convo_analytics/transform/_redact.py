@@ -14,7 +14,8 @@ import polars as pl
 #: (pattern, replacement), applied in this order: cards before phones, since a
 #: card number also looks like a long phone number.
 RULES: tuple[tuple[str, str], ...] = (
-    (r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", "[EMAIL]"),
+    # an email, also one an excerpt cut short on either side of the @
+    (r"[\w.+-]+@[\w.-]*|@[\w-]+(?:\.[\w-]+)+", "[EMAIL]"),
     (r"\b(?:\d[ -]?){12,18}\d\b", "[CARD]"),
     (r"\+?\(?(?:\d[ ()./-]{0,2}){7,}\d", "[PHONE]"),
 )

@@ -16,15 +16,19 @@ import polars as pl
 from convo_analytics.transform._cube import Cube, build_cube
 from convo_analytics.transform._facts import read_facts
 from convo_analytics.transform._frames import replace_marts
+from convo_analytics.transform._metrics import daily_percentiles
 from convo_analytics.transform._reconcile import Mismatch, reconcile
 from convo_analytics.warehouse import Table, transaction
 from convo_analytics.warehouse._marts import (
     DAILY_MARTS,
     MART_CONVERSATIONS,
+    MART_DAILY_PERCENTILES,
     MART_ESCALATIONS,
     MART_GUARDRAIL_INCIDENTS,
+    MART_SLICES,
     TRANSFORM_RUNS,
 )
+from convo_analytics.warehouse._tables import snake_case
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +83,11 @@ def _daily_frames(cubes: list[Cube]) -> dict[Table, pl.DataFrame]:
     return frames
 
 
+def _percentile_rows(cube: Cube) -> pl.DataFrame:
+    frame = daily_percentiles(cube).with_columns(timezone=pl.lit(cube.timezone))
+    return frame.rename({name: snake_case(name) for name in frame.columns if name != "date"})
+
+
 def run_transform(con: duckdb.DuckDBPyConnection, config: TransformConfig) -> TransformResult:
     """Rebuild every mart; on failure the previous marts stay as they were."""
     result = TransformResult(transform_run_id=uuid.uuid4().hex[:16])
@@ -91,7 +100,11 @@ def run_transform(con: duckdb.DuckDBPyConnection, config: TransformConfig) -> Tr
             MART_CONVERSATIONS: facts.conversations,
             MART_ESCALATIONS: facts.escalations,
             MART_GUARDRAIL_INCIDENTS: facts.incidents,
+            MART_SLICES: facts.slices,
             **_daily_frames(cubes),
+            MART_DAILY_PERCENTILES: pl.concat(
+                [_percentile_rows(cube) for cube in cubes], how="diagonal_relaxed"
+            ),
         }
         result.conversations = facts.conversations.height
         result.messages = facts.messages.height

@@ -57,18 +57,29 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def add_missing_columns(con: duckdb.DuckDBPyConnection, tables: Iterable[Table]) -> None:
-    """A warehouse made by an older release gains the columns added since (nullable)."""
-    present = set(
-        con.execute(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = current_schema()"
-        ).fetchall()
-    )
+    """Bring a warehouse made by an older release up to the current columns.
+
+    A table that lacks columns (or has them in another order) is rebuilt with
+    the columns in the order the spec gives (loads insert by position), its
+    rows copied and the new columns left NULL, in one transaction.
+    """
+    present: dict[str, list[str]] = {}
+    for table_name, column_name in con.execute(
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position"
+    ).fetchall():
+        present.setdefault(table_name, []).append(column_name)
     for table in tables:
-        for column in table.columns:
-            if (table.name, column.name) not in present:
-                kind = column.type.replace(" NOT NULL", "")
-                con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}")
+        have = present.get(table.name, [])
+        if have == [c.name for c in table.columns]:
+            continue
+        old = f"{table.name}__before_upgrade"
+        values = ", ".join(c.name if c.name in have else "NULL" for c in table.columns)
+        with transaction(con):
+            con.execute(f"ALTER TABLE {table.name} RENAME TO {old}")
+            con.execute(table.ddl())
+            con.execute(f"INSERT INTO {table.name} SELECT {values} FROM {old}")
+            con.execute(f"DROP TABLE {old}")
 
 
 @contextmanager

@@ -26,8 +26,11 @@ def _mart(name: str, doc: str, *columns: Column) -> Table:
     return Table(name, columns, (), doc, indexed=False)
 
 
+_SLICE = Column("slice_key", "INTEGER", doc="the slice: its dimensions are in mart_slices")
+
+
 def _daily(name: str, doc: str, *columns: Column) -> Table:
-    return _mart(name, doc, *_DAY, *_DIMS, *columns)
+    return _mart(name, doc, *_DAY, _SLICE, *columns)
 
 
 MART_CONVERSATIONS = _mart(
@@ -96,6 +99,12 @@ MART_GUARDRAIL_INCIDENTS = _mart(
     *_DIMS,
     Column("seen_in", "VARCHAR", doc="api or webhook"),
 )
+MART_SLICES = _mart(
+    "mart_slices",
+    "The slices the daily marts are cut by: one row per combination of dimension values seen.",
+    Column("slice_key", "INTEGER", doc="the key the daily marts carry"),
+    *_DIMS,
+)
 MART_DAILY_CONVERSATIONS = _daily(
     "mart_daily_conversations",
     "Conversation counts per start day and slice (the cohort side of the metrics).",
@@ -152,6 +161,18 @@ MART_DAILY_DURATIONS = _daily(
     Column("value", "DOUBLE"),
     Column("conversations", "BIGINT"),
 )
+MART_DAILY_PERCENTILES = _mart(
+    "mart_daily_percentiles",
+    "Each day's percentiles over the whole workspace (no slices), kept so that a summary "
+    "export reads them instead of recomputing them from the histograms.",
+    *_DAY,
+    Column("latency_p50_ms", "DOUBLE"),
+    Column("latency_p90_ms", "DOUBLE"),
+    Column("latency_p95_ms", "DOUBLE"),
+    Column("latency_p99_ms", "DOUBLE"),
+    Column("median_first_response_ms", "DOUBLE"),
+    Column("median_time_to_resolution_seconds", "DOUBLE"),
+)
 TRANSFORM_RUNS = Table(
     "transform_runs",
     (
@@ -185,6 +206,8 @@ MART_TABLES = (
     MART_CONVERSATIONS,
     MART_ESCALATIONS,
     MART_GUARDRAIL_INCIDENTS,
+    MART_SLICES,
     *DAILY_MARTS.values(),
+    MART_DAILY_PERCENTILES,
     TRANSFORM_RUNS,
 )
