@@ -65,6 +65,32 @@ class Cube:
     daily_percentiles: pl.DataFrame | None = None
     histogram_range: tuple[date, date] | None = None
 
+    @classmethod
+    def of(
+        cls,
+        tz: str,
+        threshold: float,
+        frames: Mapping[str, pl.DataFrame],
+        *,
+        slices: pl.DataFrame | None = None,
+        daily_percentiles: pl.DataFrame | None = None,
+        histogram_range: tuple[date, date] | None = None,
+    ) -> Cube:
+        """A cube from its six frames by name (as read back from the marts)."""
+        return cls(
+            timezone=tz,
+            low_confidence_threshold=threshold,
+            conversations=frames["conversations"],
+            messages=frames["messages"],
+            latency=frames["latency"],
+            guardrails=frames["guardrails"],
+            escalations=frames["escalations"],
+            durations=frames["durations"],
+            slices=pl.DataFrame() if slices is None else slices,
+            daily_percentiles=daily_percentiles,
+            histogram_range=histogram_range,
+        )
+
     def sliced(self, filters: Mapping[str, Sequence[str]] | None) -> Cube:
         """The cube restricted to the slices whose dimensions take the given values."""
         wanted = {dim: values for dim, values in (filters or {}).items() if values}

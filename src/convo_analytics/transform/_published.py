@@ -127,17 +127,8 @@ def load_cube(
         )
         for name, table in DAILY_MARTS.items()
     }
-    return Cube(
-        timezone=tz,
-        low_confidence_threshold=threshold,
-        conversations=frames["conversations"],
-        messages=frames["messages"],
-        latency=frames["latency"],
-        guardrails=frames["guardrails"],
-        escalations=frames["escalations"],
-        durations=frames["durations"],
-        slices=read_frame(con, f"SELECT * FROM {MART_SLICES.name}"),
-    )
+    slices = read_frame(con, f"SELECT * FROM {MART_SLICES.name}")
+    return Cube.of(tz, threshold, frames, slices=slices)
 
 
 def _summed(name: str, table: Table, dated: str) -> str:
@@ -171,15 +162,10 @@ def _summary_cube(
         params,
     )
     camel = {snake_case(n): n for n in (*LATENCY_QUANTILES, *MEDIANS)}
-    return Cube(
-        timezone=tz,
-        low_confidence_threshold=threshold,
-        conversations=frames["conversations"],
-        messages=frames["messages"],
-        latency=frames["latency"],
-        guardrails=frames["guardrails"],
-        escalations=frames["escalations"],
-        durations=frames["durations"],
+    return Cube.of(
+        tz,
+        threshold,
+        frames,
         daily_percentiles=percentiles.rename(camel),
         histogram_range=(first, last),
     )
