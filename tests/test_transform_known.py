@@ -29,6 +29,7 @@ from convo_analytics.cli import main
 from convo_analytics.export import export_summary
 from convo_analytics.transform import (
     TransformConfig,
+    flag_rates,
     in_range,
     incidents,
     lead_funnel,
@@ -326,3 +327,21 @@ def test_filters_slice_by_dimension(db: Path, tz: str) -> None:
     assert (m["conversations"], m["escalations"], m["guardrailTriggers"]) == (3, 2, 1)
     assert (m["assistantResponses"], m["latencyP50Ms"]) == (2, 1250.0)
     assert (u["conversations"], u["userMessages"], u["assistantResponses"]) == (1, 2, 1)
+
+
+@pytest.mark.parametrize("tz", ["UTC", "America/New_York"])
+def test_model_tier_narrows_responses_only(db: Path, tz: str) -> None:
+    first, last = date(2026, 2, 28), date(2026, 3, 2)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        standard = load_cube(con, tz, filters={"model_tier": ["standard"]})
+        (m,) = metrics_table(standard, first, last, by_day=False).to_dicts()
+        rates = flag_rates(load_cube(con, tz), date(2026, 3, 1), date(2026, 3, 1))
+    finally:
+        con.close()
+    assert (m["assistantResponses"], m["latencyP50Ms"]) == (1, 1000.0)
+    assert m["conversations"] == 4 and m["userMessages"] == 0  # no tier on either
+    if tz == "UTC":  # a's email on 03-01 against a1 and c1
+        assert rates.to_dicts() == [
+            {"flag": "pii.email", "triggers": 1, "per_1000_responses": 500.0}
+        ]

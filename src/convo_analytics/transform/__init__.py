@@ -5,7 +5,7 @@ shows a number (exports, `convo serve`, the dashboard) reads them through
 :func:`load_cube` and :func:`metrics_table`, so every view agrees.
 """
 
-from convo_analytics.transform._cube import Cube, build_cube, local_date
+from convo_analytics.transform._cube import TIER, Cube, build_cube, local_date
 from convo_analytics.transform._facts import DIMENSIONS, Facts, read_facts
 from convo_analytics.transform._funnel import STEPS, in_range, lead_funnel, score_bands
 from convo_analytics.transform._incidents import (
@@ -15,7 +15,12 @@ from convo_analytics.transform._incidents import (
     per_flag_per_day,
     repeated,
 )
-from convo_analytics.transform._metrics import breakdown, metrics_table, summary_body
+from convo_analytics.transform._metrics import (
+    breakdown,
+    flag_rates,
+    metrics_table,
+    summary_body,
+)
 from convo_analytics.transform._published import PublishedRun, latest_transform, load_cube
 from convo_analytics.transform._reconcile import Mismatch, reconcile
 from convo_analytics.transform._redact import redact, redact_expr
@@ -26,6 +31,7 @@ __all__ = [
     "INCIDENT_COLUMNS",
     "INCIDENT_QUERY",
     "STEPS",
+    "TIER",
     "Cube",
     "Facts",
     "Mismatch",
@@ -34,6 +40,7 @@ __all__ = [
     "TransformResult",
     "breakdown",
     "build_cube",
+    "flag_rates",
     "in_range",
     "incidents",
     "latest_transform",

@@ -21,6 +21,10 @@ from convo_analytics.transform._facts import DIMENSIONS, UNKNOWN, Facts
 CONFIDENCE_SCALE = 1_000_000_000
 
 
+#: The one slicing key that is not a conversation's: assistant responses' model tier.
+TIER = "model_tier"
+
+
 def local_date(column: str, tz: str) -> pl.Expr:
     """The calendar day of a UTC timestamp column in the time zone ``tz``."""
     return pl.col(column).dt.convert_time_zone(tz).dt.date()
@@ -92,21 +96,38 @@ class Cube:
         )
 
     def sliced(self, filters: Mapping[str, Sequence[str]] | None) -> Cube:
-        """The cube restricted to the slices whose dimensions take the given values."""
+        """The cube restricted to the slices whose dimensions take the given values.
+
+        ``model_tier`` may be filtered too: it narrows the response figures
+        (messages, latency) only, since a conversation has no model tier.
+        """
         wanted = {dim: values for dim, values in (filters or {}).items() if values}
-        if not wanted:
-            return self
+        tiers = wanted.pop(TIER, None)
         unknown = set(wanted) - set(DIMENSIONS)
         if unknown:
-            raise ValueError(f"unknown dimension {sorted(unknown)}; one of {', '.join(DIMENSIONS)}")
-        keep = self.slices.filter(
-            pl.all_horizontal(pl.col(dim).is_in(list(v)) for dim, v in wanted.items())
-        )["slice_key"].to_list()
-        frames = {
-            name: getattr(self, name).filter(pl.col("slice_key").is_in(keep))
-            for name in self.frames
-        }
-        return replace(self, **frames, daily_percentiles=None)
+            raise ValueError(
+                f"unknown dimension {sorted(unknown)}; one of {', '.join((*DIMENSIONS, TIER))}"
+            )
+        cube = self
+        if wanted:
+            keep = self.slices.filter(
+                pl.all_horizontal(pl.col(dim).is_in(list(v)) for dim, v in wanted.items())
+            )["slice_key"].to_list()
+            frames = {
+                name: getattr(self, name).filter(pl.col("slice_key").is_in(keep))
+                for name in self.frames
+            }
+            cube = replace(cube, **frames, daily_percentiles=None)
+        if tiers:
+            tier = pl.col(TIER).is_in(list(tiers))
+            # user messages carry no tier; a tier filter keeps responses only
+            cube = replace(
+                cube,
+                messages=cube.messages.filter(tier),
+                latency=cube.latency.filter(tier),
+                daily_percentiles=None,
+            )
+        return cube
 
     def with_dimensions(self, frame: str) -> pl.DataFrame:
         """One of the cube's frames with its slice's dimension values joined on."""

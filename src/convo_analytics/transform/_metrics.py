@@ -193,6 +193,17 @@ def breakdown(
     return _breakdown_plan(cube, first, last, frame, key, value, by_day).collect()
 
 
+def flag_rates(cube: Cube, first: date, last: date) -> pl.DataFrame:
+    """Guardrail triggers per flag over the range, and per 1,000 assistant responses."""
+    flags = breakdown(cube, first, last, "guardrails", "flag", "triggers", by_day=False)
+    (responses,) = metrics_table(cube, first, last, by_day=False)["assistantResponses"]
+    return flags.drop(PERIOD).with_columns(
+        (1000 * pl.col("triggers") / responses if responses else pl.lit(None, pl.Float64)).alias(
+            "per_1000_responses"
+        )
+    )
+
+
 #: The summary's maps: name -> (cube frame, key, summed value).
 MAPS = {
     "guardrailTriggersByFlag": ("guardrails", "flag", "triggers"),

@@ -16,7 +16,7 @@ import duckdb
 import orjson
 import polars as pl
 
-from convo_analytics.transform._cube import Cube, build_cube
+from convo_analytics.transform._cube import TIER, Cube, build_cube
 from convo_analytics.transform._facts import DIMENSIONS, read_facts
 from convo_analytics.transform._frames import read_frame
 from convo_analytics.transform._metrics import LATENCY_QUANTILES, MEDIANS
@@ -52,20 +52,32 @@ def latest_transform(con: duckdb.DuckDBPyConnection) -> PublishedRun | None:
     return PublishedRun(row[0], row[1], tuple(row[2] or ()), float(row[3]), marts)
 
 
-def _dimension_sql(filters: Filters | None) -> tuple[str, list[Any]]:
-    """A WHERE clause keeping the slices whose dimensions take the given values."""
+def _dimension_sql(filters: Filters | None, frame: str) -> tuple[str, list[Any]]:
+    """A WHERE clause keeping the slices (and model tiers) the filters name."""
     clauses: list[str] = []
     params: list[Any] = []
+    tier_clause = ""
     for dim, values in (filters or {}).items():
-        if dim not in DIMENSIONS:
-            raise ValueError(f"unknown dimension {dim!r}; one of {', '.join(DIMENSIONS)}")
-        if values:
-            clauses.append(f"{dim} IN ({', '.join('?' * len(values))})")
+        if dim not in (*DIMENSIONS, TIER):
+            raise ValueError(f"unknown dimension {dim!r}; one of {', '.join((*DIMENSIONS, TIER))}")
+        if not values:
+            continue
+        marks = ", ".join("?" * len(values))
+        if dim == TIER:
+            if frame in ("messages", "latency"):
+                tier_clause = f" AND {TIER} IN ({marks})"
+                tier_params = list(values)
+        else:
+            clauses.append(f"{dim} IN ({marks})")
             params.extend(values)
-    if not clauses:
-        return "", []
-    where = " AND ".join(clauses)
-    return f" AND slice_key IN (SELECT slice_key FROM {MART_SLICES.name} WHERE {where})", params
+    sql = ""
+    if clauses:
+        where = " AND ".join(clauses)
+        sql = f" AND slice_key IN (SELECT slice_key FROM {MART_SLICES.name} WHERE {where})"
+    if tier_clause:
+        sql += tier_clause
+        params += tier_params
+    return sql, params
 
 
 def dimension_filter(filters: Filters | None) -> pl.Expr:
@@ -117,16 +129,15 @@ def load_cube(
     if summary_only and MART_DAILY_PERCENTILES.name in run.marts:
         assert first is not None and last is not None
         return _summary_cube(con, tz, threshold, first, last)
-    dims_sql, dims_params = _dimension_sql(filters)
-    frames = {
-        name: read_frame(
+    frames = {}
+    for name, table in DAILY_MARTS.items():
+        dims_sql, dims_params = _dimension_sql(filters, name)
+        frames[name] = read_frame(
             con,
             f"SELECT * EXCLUDE (timezone) FROM {table.name} "
             f"WHERE timezone = ? AND date BETWEEN ? AND ?{dims_sql}",
             [tz, lo, hi, *dims_params],
         )
-        for name, table in DAILY_MARTS.items()
-    }
     slices = read_frame(con, f"SELECT * FROM {MART_SLICES.name}")
     return Cube.of(tz, threshold, frames, slices=slices)
 
