@@ -34,22 +34,24 @@ $(CURDIR)/.tools/bin/uv:
 
 install: .venv/.installed ## Install the locked environment into .venv
 
-demo: install ## Start the sandbox with a generated history and show how to use it
+demo: install ## Sandbox with a generated history, the whole pipeline, then the dashboard
 	$(RUN) python pipelines/demo.py --port $(PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED)
 
 sandbox: install ## Serve the sandbox in the foreground (PORT, CONVERSATIONS, DAYS, SEED)
 	$(RUN) convo sandbox serve --port $(PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED)
 
 lint: install ## ruff format --check, ruff check, mypy on src/
-	$(RUN) ruff format --check src tests pipelines
-	$(RUN) ruff check src tests pipelines
+	$(RUN) ruff format --check src tests pipelines dashboards
+	$(RUN) ruff check src tests pipelines dashboards
 	$(RUN) mypy
 
 format: install ## Format and fix what ruff can
-	$(RUN) ruff format src tests pipelines
-	$(RUN) ruff check --fix src tests pipelines
+	$(RUN) ruff format src tests pipelines dashboards
+	$(RUN) ruff check --fix src tests pipelines dashboards
 
-test: install lint ## Lint, then run the whole test suite
+test: install lint ## Lint, then run the whole test suite (needs Debian's chromium for the browser tests)
+	@command -v chromium >/dev/null 2>&1 || { echo "make test needs Debian's chromium for the dashboard's browser tests:"; \
+	  echo "  sudo apt-get install -y chromium     (.ci/run installs it)"; exit 1; }
 	$(RUN) pytest
 
 bench: install ## Run the benchmarks; each prints its figures and the sizes it ran on

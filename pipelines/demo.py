@@ -3,9 +3,10 @@
 It starts the sandbox (the service, with a generated history and its webhook
 archive), extracts it into the warehouse with ``convo extract``, ingests the
 history's webhook archive with ``convo webhooks ingest``, builds the marts with
-``convo transform``, and keeps the sandbox serving until Ctrl-C. Later stages
-(the dashboard, the nightly run) join this script as they are built; it stays
-the one command a new user runs.
+``convo transform``, publishes a snapshot (``convo publish``) and serves the
+dashboard on it (``convo dashboard``), keeping both running until Ctrl-C. The
+nightly run (issue 7) joins this script when it is built; it stays the one
+command a new user runs.
 """
 
 from __future__ import annotations
@@ -65,10 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=5000)
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--dashboard-port", type=int, default=8501)
     args = parser.parse_args(argv)
     keys = DATA / "sandbox" / "keys.json"
     archive = DATA / "webhooks" / "sandbox-history.jsonl.gz"
     warehouse = DATA / "warehouse.duckdb"
+    published = DATA / "published"
+    dashboard: subprocess.Popen[bytes] | None = None
     print("convo-analytics demo")
     _fresh_warehouse_for(
         warehouse, f"seed={args.seed} conversations={args.conversations} days={args.days}"
@@ -101,8 +105,20 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
         print("4. building the marts: metrics, lead funnel, guardrail incidents (convo transform)")
         subprocess.run([*CLI, "transform", "--db", str(warehouse)], check=True)
+        print(f"5. publishing a snapshot for the dashboard to {published} (convo publish)")
+        subprocess.run(
+            [*CLI, "publish", "--db", str(warehouse), "--dir", str(published)], check=True
+        )
+        print(
+            f"6. serving the dashboard on http://127.0.0.1:{args.dashboard_port} (convo dashboard)"
+        )
+        dashboard = subprocess.Popen(
+            [*CLI, "dashboard", "--port", str(args.dashboard_port), "--dir", str(published)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        )  # fmt: skip
         print()
-        print(f"The sandbox keeps serving at {url} (Ctrl-C stops it). Try:")
+        print(f"Open the dashboard: http://127.0.0.1:{args.dashboard_port}")
+        print(f"The sandbox keeps serving at {url} (Ctrl-C stops both). Try:")
         print(f"  curl -H 'Authorization: Bearer {key}' '{url}/v1/conversations?limit=2'")
         print(f"  CONVO_API_KEY={key} uv run convo extract --base-url {url} --db {warehouse}")
         print("    (a second run fetches only what changed)")
@@ -126,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
+        if dashboard is not None and dashboard.poll() is None:
+            dashboard.terminate()
         if sandbox.poll() is None:
             sandbox.send_signal(signal.SIGINT)
             try:

@@ -113,3 +113,43 @@ def test_a_busy_warehouse_answers_503_and_a_missing_one_too(
     assert r.status_code == 503
     assert r.headers["retry-after"] == "5"
     assert _get(copy, PARAMS).status_code == 200  # and answers again once the run is done
+
+
+def test_a_published_snapshot_answers_while_a_run_writes(
+    served: tuple[RunningSandbox, Path], tmp_path: Path
+) -> None:
+    from convo_analytics.publish import publish_snapshot
+    from convo_analytics.warehouse import open_warehouse
+
+    _, db = served
+    copy = tmp_path / "copy.duckdb"
+    copy.write_bytes(db.read_bytes())
+    con = open_warehouse(copy)
+    publish_snapshot(con, copy, tmp_path / "published")
+    con.close()
+    holder = (
+        "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    writer = subprocess.Popen(
+        [sys.executable, "-c", holder, str(copy)], stdout=subprocess.PIPE, text=True
+    )
+
+    async def go() -> httpx.Response:
+        app = create_serve_app(copy, TOKEN, tmp_path / "published")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://convo") as client:
+            return await client.get(
+                "/v1/analytics/summary",
+                params=PARAMS,
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+        r = asyncio.run(go())
+    finally:
+        writer.kill()
+        writer.wait(timeout=10)
+    assert r.status_code == 200, r.text
+    assert r.json()["totals"]["conversations"] > 0

@@ -33,7 +33,14 @@ from _common import (
 )
 
 #: Bench modules, in the order they run. Later: bench_ingest, ...
-MODULES = ["bench_sandbox", "bench_receiver", "bench_extract", "bench_ingest", "bench_transform"]
+MODULES = [
+    "bench_sandbox",
+    "bench_receiver",
+    "bench_extract",
+    "bench_ingest",
+    "bench_transform",
+    "bench_dashboard",
+]
 
 
 def load_benches() -> list[Bench]:

@@ -16,6 +16,7 @@ from convo_analytics.cli._app import (
     settings_from_context,
 )
 from convo_analytics.cli._config_cmd import config_app
+from convo_analytics.cli._dashboard_cmd import dashboard, publish
 from convo_analytics.cli._extract_cmd import extract
 from convo_analytics.cli._sandbox_cmd import sandbox_app
 from convo_analytics.cli._transform_cmd import export_app, serve, transform
@@ -40,3 +41,5 @@ app.add_typer(webhooks_app, name="webhooks")
 app.command("transform")(transform)
 app.add_typer(export_app, name="export")
 app.command("serve")(serve)
+app.command("publish")(publish)
+app.command("dashboard")(dashboard)

@@ -279,7 +279,7 @@ def serve(
     from convo_analytics._serving import bind
     from convo_analytics.serve import create_serve_app
 
-    app = create_serve_app(db_path, token.reveal())
+    app = create_serve_app(db_path, token.reveal(), settings.get_path("publish.dir"))
     try:
         sock = bind(bind_host, settings.get_int("serve.port"))
     except OSError as exc:

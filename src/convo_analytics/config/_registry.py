@@ -422,6 +422,34 @@ SETTINGS: tuple[Setting, ...] = (
         env_aliases=("CONVO_SERVE_TOKEN_FILE",),
         secret_file_for="serve.token",
     ),
+    # -- publish and dashboard ---------------------------------------------------------
+    Setting(
+        "publish.dir",
+        Kind.PATH,
+        "data/published",
+        help="Folder of the published warehouse snapshots the dashboard reads.",
+    ),
+    Setting(
+        "publish.keep",
+        Kind.INT,
+        3,
+        help="Published snapshots kept (older ones are removed).",
+        minimum=1,
+    ),
+    Setting(
+        "dashboard.host",
+        Kind.STR,
+        "127.0.0.1",
+        help="Address the dashboard listens on (plain HTTP: keep it on loopback behind TLS).",
+    ),
+    Setting(
+        "dashboard.port",
+        Kind.INT,
+        8501,
+        help="Port the dashboard listens on.",
+        minimum=1,
+        maximum=65535,
+    ),
 )
 
 REGISTRY = Registry(SETTINGS)

@@ -3,8 +3,9 @@
 Tools built for the service can point at us instead: same path, same query
 parameters, same body, same error shape, behind a bearer token. The warehouse
 is opened read-only for each request and closed again, so the server never
-holds a lock a nightly run would wait for; while a run is writing, requests
-get 503 with Retry-After.
+holds a lock a nightly run would wait for. It reads the newest published
+snapshot when there is one; without one, requests made while a run writes
+the warehouse get 503 with Retry-After.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from convo_analytics import __version__
 from convo_analytics.contract._summary import SummaryResponse
 from convo_analytics.errors import UserError
 from convo_analytics.export import export_summary
+from convo_analytics.publish import current_snapshot
 from convo_analytics.sandbox._errors import (
     ApiException,
     api_exception_handler,
@@ -37,8 +39,13 @@ bearer = HTTPBearer(auto_error=False, description="The token `convo serve` was s
 RETRY_AFTER_BUSY = "5"
 
 
-def create_serve_app(db_path: Path, token: str) -> FastAPI:
-    """The summary API over the warehouse at ``db_path``; requests must carry ``token``."""
+def create_serve_app(db_path: Path, token: str, published_dir: Path | None = None) -> FastAPI:
+    """The summary API over the warehouse at ``db_path``; requests must carry ``token``.
+
+    With ``published_dir`` it answers from the newest published snapshot when
+    there is one (so a run writing the warehouse never delays it), else from
+    the warehouse itself.
+    """
     if not token:
         raise UserError(
             "convo serve needs a token for its clients: set CONVO_SERVE_TOKEN or "
@@ -82,10 +89,12 @@ def create_serve_app(db_path: Path, token: str) -> FastAPI:
         tz: Annotated[str, Query(max_length=64, description="IANA time zone for days")] = "UTC",
         lowConfidenceThreshold: Annotated[float | None, Query(ge=0, le=1)] = None,
     ) -> Response:
-        if not db_path.exists():
+        snap = current_snapshot(published_dir) if published_dir else None
+        source = snap.path if snap else db_path
+        if not source.exists():
             raise ApiException(503, "there is no warehouse yet: run the pipeline first")
         try:
-            con = duckdb.connect(str(db_path), read_only=True)
+            con = duckdb.connect(str(source), read_only=True)
         except (duckdb.IOException, duckdb.ConnectionException):
             raise ApiException(
                 503,

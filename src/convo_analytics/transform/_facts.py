@@ -152,7 +152,10 @@ def _first_exchange(messages: pl.DataFrame) -> pl.DataFrame:
         .group_by("conv_key")
         .agg(pl.col("created_at").get(pl.col("position").arg_min()).alias("first_response_at"))
     )
-    responses = assistant.group_by("conv_key").agg(pl.len().alias("assistant_responses"))
+    responses = assistant.group_by("conv_key").agg(
+        pl.len().alias("assistant_responses"),
+        pl.col("confidence").fill_null(0.0).mean().alias("avg_confidence"),
+    )
     return (
         first_user.drop("_fu_pos")
         .join(reply, on="conv_key", how="left")
@@ -214,6 +217,7 @@ def _conversation_facts(
         "ended_at",
         pl.col("user_messages").fill_null(0),
         pl.col("assistant_responses").fill_null(0),
+        "avg_confidence",
         (pl.col("user_messages").fill_null(0) > 0).alias("engaged"),
         "engaged_at",
         "first_response_at",

@@ -45,6 +45,7 @@ MART_CONVERSATIONS = _mart(
     Column("ended_at", _TS),
     Column("user_messages", "BIGINT"),
     Column("assistant_responses", "BIGINT"),
+    Column("avg_confidence", "DOUBLE", doc="mean confidence of its responses (missing counts 0)"),
     Column("engaged", "BOOLEAN", doc="at least one user message"),
     Column("engaged_at", _TS, doc="the first user message"),
     Column("first_response_at", _TS, doc="the first assistant message after it"),

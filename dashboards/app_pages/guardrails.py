@@ -1,0 +1,59 @@
+"""Guardrails: incidents over time by flag, the redacted incident log, the compliance export."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from convo_analytics.dashboard import charts
+from convo_analytics.dashboard._session import (
+    connection,
+    filters,
+    query,
+    require_snapshot,
+    show_table,
+)
+from convo_analytics.export import FORMATS, export_guardrails
+
+snap = require_snapshot()
+f = filters()
+st.title("Guardrails")
+report = query(snap, "guardrail_report", f)
+st.altair_chart(charts.incidents_by_flag(report["per_flag_per_day"]), width="stretch")
+st.subheader("Per flag")
+show_table(report["flag_rates"], "guardrail_flag_rates")
+st.subheader("Incidents")
+st.caption("Excerpts are redacted: emails, card and phone numbers are replaced.")
+show_table(report["incidents"], "guardrail_incidents")
+left, right = st.columns(2)
+with left:
+    st.markdown("**Conversations with repeated incidents**")
+    show_table(report["repeat_conversations"], "repeat_conversations")
+with right:
+    st.markdown("**End users with repeated incidents**")
+    show_table(report["repeat_users"], "repeat_users")
+
+st.subheader("Compliance export")
+st.caption("The same files and manifest as `convo export guardrails`, redacted.")
+fmt = st.selectbox("Format", FORMATS, key="export_format")
+if st.button("Prepare the export", key="export_prepare"):
+    with tempfile.TemporaryDirectory() as folder:
+        result = export_guardrails(
+            connection(snap),
+            f.first,
+            f.last,
+            Path(folder),
+            tz=f.tz,
+            fmt=fmt,  # type: ignore[arg-type]
+        )
+        st.session_state["export_files"] = {
+            result.data_file.name: result.data_file.read_bytes(),
+            result.manifest_file.name: result.manifest_file.read_bytes(),
+        }
+        st.session_state["export_manifest"] = result.manifest
+for name, data in st.session_state.get("export_files", {}).items():
+    st.download_button(f"Download {name}", data, file_name=name, key=f"export_{name}")
+if "export_manifest" in st.session_state:
+    st.json(st.session_state["export_manifest"], expanded=False)

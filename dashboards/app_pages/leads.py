@@ -1,0 +1,25 @@
+"""Leads: the funnel with conversion per step, score bands, and the qualified leads."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from convo_analytics.dashboard import charts
+from convo_analytics.dashboard._session import filters, query, require_snapshot, show_table
+
+snap = require_snapshot()
+f = filters()
+st.title("Leads")
+by = st.selectbox(
+    "Split the funnel by", ("nothing", "channel", "source", "intent"), key="funnel_by"
+)
+result = query(snap, "funnel", f, () if by == "nothing" else (by,))
+funnel = result["funnel"]
+if by == "nothing":
+    st.altair_chart(charts.funnel_chart(funnel), width="stretch")
+show_table(funnel, "lead_funnel")
+st.subheader("Score bands")
+show_table(result["bands"], "score_bands")
+st.subheader("Qualified leads")
+st.caption("Contact details are named, not shown; the CRM holds them.")
+show_table(query(snap, "qualified_leads", f), "qualified_leads")

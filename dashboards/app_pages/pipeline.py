@@ -1,0 +1,28 @@
+"""Pipeline: freshness, the run history, and what was quarantined and why."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from convo_analytics.dashboard._session import query, show_table, snapshot
+
+st.title("Pipeline")
+snap = snapshot()
+if snap is None:
+    st.info(
+        "Nothing has been published yet. Run `make demo`, or `convo extract`, "
+        "`convo webhooks ingest`, `convo transform` and `convo publish`, then reload."
+    )
+    st.stop()
+st.caption(f"Snapshot {snap.snapshot_id}, published {snap.published_at}")
+status = query(snap, "pipeline_status")
+st.subheader("Freshness")
+show_table(status["freshness"], "freshness")
+show_table(status["bookmarks"], "bookmarks")
+st.subheader("Run history")
+show_table(status["runs"], "runs")
+st.subheader("Quarantine")
+if status["quarantine"].height:
+    show_table(status["quarantine"], "quarantine")
+else:
+    st.success("Nothing quarantined.")

@@ -1,0 +1,27 @@
+"""convo-analytics dashboard: the entry script (`convo dashboard`, `make demo`).
+
+It draws the global filters in the sidebar and routes to the pages in
+app_pages/; each page holds UI only, its data and charts come from
+convo_analytics.dashboard.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from convo_analytics.dashboard._session import sidebar_filters, snapshot
+
+st.set_page_config(page_title="convo-analytics", page_icon=":speech_balloon:", layout="wide")
+
+PAGES = [
+    st.Page("app_pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("app_pages/conversations.py", title="Conversations", icon=":material/forum:"),
+    st.Page("app_pages/leads.py", title="Leads", icon=":material/filter_alt:"),
+    st.Page("app_pages/quality.py", title="Quality", icon=":material/speed:"),
+    st.Page("app_pages/guardrails.py", title="Guardrails", icon=":material/shield:"),
+    st.Page("app_pages/pipeline.py", title="Pipeline", icon=":material/sync:"),
+]
+
+page = st.navigation(PAGES)
+st.session_state["filters"] = sidebar_filters(snapshot())
+page.run()

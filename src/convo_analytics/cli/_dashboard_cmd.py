@@ -1,0 +1,92 @@
+"""``convo publish`` and ``convo dashboard``: a snapshot for readers, and the app that reads it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from convo_analytics._net import is_loopback_host
+from convo_analytics.cli._app import settings_from_context
+from convo_analytics.errors import UserError
+
+__all__ = ["dashboard", "publish"]
+
+#: The app's entry script, in the repository next to src/.
+APP = Path(__file__).resolve().parents[3] / "dashboards" / "streamlit_app.py"
+
+
+def publish(
+    ctx: typer.Context,
+    db: Annotated[Path | None, typer.Option("--db", help="Warehouse file (DuckDB).")] = None,
+    published_dir: Annotated[
+        Path | None, typer.Option("--dir", help="Where snapshots go (default: publish.dir).")
+    ] = None,
+    keep: Annotated[
+        int | None, typer.Option("--keep", min=1, help="Snapshots kept (default: publish.keep).")
+    ] = None,
+) -> None:
+    """Publish a consistent snapshot of the warehouse for the dashboard and other readers."""
+    settings = settings_from_context(
+        ctx, {"warehouse.path": db, "publish.dir": published_dir, "publish.keep": keep}
+    )
+    db_path = settings.get_path("warehouse.path")
+    assert db_path is not None
+    if not db_path.exists():
+        raise UserError(f"warehouse {db_path} does not exist yet; run 'convo extract' first")
+    from convo_analytics.publish import publish_snapshot
+    from convo_analytics.warehouse import open_warehouse
+
+    folder = settings.get_path("publish.dir") or Path("data/published")
+    con = open_warehouse(db_path)
+    try:
+        snap = publish_snapshot(con, db_path, folder, settings.get_int("publish.keep"))
+    finally:
+        con.close()
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        f"published {snap.path} (snapshot {snap.snapshot_id})"
+    )
+
+
+def dashboard(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option("--host", help="Interface to listen on.")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="TCP port.")] = None,
+    published_dir: Annotated[
+        Path | None, typer.Option("--dir", help="Snapshots to read (default: publish.dir).")
+    ] = None,
+    behind_tls_proxy: Annotated[
+        bool,
+        typer.Option(
+            "--behind-tls-proxy", help="Allow a non-loopback --host: a TLS proxy is in front."
+        ),
+    ] = False,
+) -> None:
+    """Serve the Streamlit app over the published snapshot (never the live warehouse)."""
+    settings = settings_from_context(
+        ctx, {"dashboard.host": host, "dashboard.port": port, "publish.dir": published_dir}
+    )
+    bind_host = settings.get_str("dashboard.host")
+    if not is_loopback_host(bind_host) and not behind_tls_proxy:
+        raise UserError(
+            f"--host {bind_host} is not a loopback address; the dashboard speaks plain HTTP, so "
+            "put a TLS-terminating proxy in front and add --behind-tls-proxy"
+        )
+    if not APP.exists():
+        raise UserError(f"the app's entry script {APP} is missing; run from a checkout of the repo")
+    folder = (settings.get_path("publish.dir") or Path("data/published")).resolve()
+    env = {**os.environ, "CONVO_PUBLISHED_DIR": str(folder)}
+    argv = [
+        sys.executable, "-m", "streamlit", "run", str(APP),
+        "--server.address", bind_host, "--server.port", str(settings.get_int("dashboard.port")),
+        "--server.headless", "true", "--browser.gatherUsageStats", "false",
+    ]  # fmt: skip
+    Console(highlight=False, soft_wrap=True).print(
+        f"dashboard on http://{bind_host}:{settings.get_int('dashboard.port')} reading {folder}"
+    )
+    raise typer.Exit(subprocess.call(argv, env=env))
