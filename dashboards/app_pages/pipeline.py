@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from convo_analytics.dashboard._session import query, show_table, snapshot
+from convo_analytics.dashboard._session import published_snapshot, query, show_table
 
 st.title("Pipeline")
-snap = snapshot()
-if snap is None:
-    st.info(
-        "Nothing has been published yet. Run `make demo`, or `convo extract`, "
-        "`convo webhooks ingest`, `convo transform` and `convo publish`, then reload."
-    )
-    st.stop()
+snap = published_snapshot()
 st.caption(f"Snapshot {snap.snapshot_id}, published {snap.published_at}")
 status = query(snap, "pipeline_status")
 st.subheader("Freshness")

@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from convo_analytics._net import is_loopback_host
 from convo_analytics.cli._app import settings_from_context
+from convo_analytics.cli._errors import require_loopback
 from convo_analytics.errors import UserError
 
 __all__ = ["dashboard", "publish"]
@@ -72,11 +72,7 @@ def dashboard(
         ctx, {"dashboard.host": host, "dashboard.port": port, "publish.dir": published_dir}
     )
     bind_host = settings.get_str("dashboard.host")
-    if not is_loopback_host(bind_host) and not behind_tls_proxy:
-        raise UserError(
-            f"--host {bind_host} is not a loopback address; the dashboard speaks plain HTTP, so "
-            "put a TLS-terminating proxy in front and add --behind-tls-proxy"
-        )
+    require_loopback(bind_host, behind_tls_proxy, "the dashboard")
     if not APP.exists():
         raise UserError(f"the app's entry script {APP} is missing; run from a checkout of the repo")
     folder = (settings.get_path("publish.dir") or Path("data/published")).resolve()

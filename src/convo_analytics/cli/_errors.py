@@ -54,3 +54,15 @@ def _resolve(root: Command, args: Sequence[str], prog_name: str) -> Context:
             break
         ctx = sub.make_context(name, sub_args, parent=ctx, resilient_parsing=True)
     return ctx
+
+
+def require_loopback(host: str, behind_tls_proxy: bool, what: str) -> None:
+    """Plain-HTTP servers listen on loopback unless a TLS-terminating proxy is in front."""
+    from convo_analytics._net import is_loopback_host
+    from convo_analytics.errors import UserError
+
+    if not is_loopback_host(host) and not behind_tls_proxy:
+        raise UserError(
+            f"--host {host} is not a loopback address; {what} speaks plain HTTP, so put a "
+            "TLS-terminating proxy in front and add --behind-tls-proxy"
+        )

@@ -12,8 +12,8 @@ import orjson
 import typer
 from rich.console import Console
 
-from convo_analytics._net import is_loopback_host
 from convo_analytics.cli._app import settings_from_context
+from convo_analytics.cli._errors import require_loopback
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
@@ -263,11 +263,7 @@ def serve(
         ctx, {"serve.host": host, "serve.port": port, "warehouse.path": db}
     )
     bind_host = settings.get_str("serve.host")
-    if not is_loopback_host(bind_host) and not behind_tls_proxy:
-        raise UserError(
-            f"--host {bind_host} is not a loopback address; convo serve speaks plain HTTP, so put "
-            "a TLS-terminating proxy in front and add --behind-tls-proxy"
-        )
+    require_loopback(bind_host, behind_tls_proxy, "convo serve")
     token = settings.get_secret("serve.token")
     if token is None:
         raise UserError(

@@ -13,8 +13,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from convo_analytics._net import is_loopback_host
 from convo_analytics.cli._app import settings_from_context
+from convo_analytics.cli._errors import require_loopback
 from convo_analytics.errors import UserError
 
 __all__ = ["serve"]
@@ -22,10 +22,6 @@ __all__ = ["serve"]
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8788
 DEFAULT_MAX_BODY_BYTES = 1 << 20
-
-
-def _is_loopback(host: str) -> bool:
-    return is_loopback_host(host)
 
 
 def serve(
@@ -62,11 +58,7 @@ def serve(
     (comma-separated: several are accepted while a secret is rotated).
     """
     settings = settings_from_context(ctx, {"webhooks.archive_dir": archive_dir})
-    if not _is_loopback(host) and not behind_tls_proxy:
-        raise UserError(
-            f"--host {host} is not a loopback address; the receiver speaks plain HTTP, so "
-            "put a TLS-terminating proxy in front and add --behind-tls-proxy"
-        )
+    require_loopback(host, behind_tls_proxy, "the receiver")
     secret = settings.get_secret("webhooks.secret")
     secrets = [part.reveal() for part in secret.parts()] if secret is not None else []
     if not secrets:

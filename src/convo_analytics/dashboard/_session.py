@@ -69,8 +69,8 @@ def query(snap: Snapshot, name: str, *args: Any, **kwargs: Any) -> Any:
     return _cached(str(snap.path), snap.snapshot_id, name, args, tuple(sorted(kwargs.items())))
 
 
-def require_snapshot() -> Snapshot:
-    """The current snapshot; otherwise explain what to run, and stop the page."""
+def published_snapshot() -> Snapshot:
+    """The current snapshot; when there is none, explain what to run and stop the page."""
     snap = snapshot()
     if snap is None:
         st.info(
@@ -79,6 +79,12 @@ def require_snapshot() -> Snapshot:
         )
         st.stop()
     assert snap is not None
+    return snap
+
+
+def require_snapshot() -> Snapshot:
+    """The current snapshot with conversations in it; otherwise explain, and stop the page."""
+    snap = published_snapshot()
     if query(snap, "is_empty"):
         st.info(
             "The published warehouse has no conversations yet. Run `convo extract` against "
