@@ -304,3 +304,83 @@ def test_any_mix_of_lines_ends_in_exactly_one_outcome_and_twice_changes_nothing(
     assert second["loaded"] == 0
     assert second["duplicates"] == expected["new"] + expected["dup"]
     assert table_digest(tmp / "w.duckdb") == before
+
+
+# -- the common-case shortcut and the block reader ---------------------------------------
+
+
+def _shapes() -> bytes:
+    """Lines of every shape the general path decides: other readings, secrets and headers."""
+    e = [event(100 + n) for n in range(8)]
+    raw_body = orjson.dumps(e[0])
+    b1, b2, b3 = (signed_body(event(200 + n)) for n in range(3))
+    rest = dict(e[2])
+    canonical = orjson.dumps(
+        {"signature": sign(SECRET, orjson.dumps(rest, option=orjson.OPT_SORT_KEYS)), **rest}
+    )
+    return b"".join(
+        [
+            delivery(e[3]),  # the common case
+            delivery(e[3], attempt=2),
+            signed_body(e[4]) + b"\r\n",  # bare body, CRLF
+            delivery(e[5], secret=OLD_SECRET),  # rotated secret
+            delivery(e[6], header_sig=False),  # field only
+            archive_line(raw_body, {"x-signature": sign(SECRET, raw_body)}, "t"),
+            archive_line(b1, {"X-Convo-Signature": orjson.loads(b1)["signature"]}, "t"),
+            archive_line(b2, {"x-convo-signature": "sha256=" + "0" * 64}, "t"),
+            archive_line(b3, {"x-signature": orjson.loads(b3)["signature"] + " "}, "t"),
+            canonical + b"\n",
+            delivery(e[7], secret=b"forged-secret"),
+            signed_body(e[7]),  # last line, no newline
+        ]
+    )
+
+
+def test_the_common_case_shortcut_stores_what_the_general_path_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from convo_analytics.webhooks._ingest import Ingester
+
+    path = tmp_path / "shapes.jsonl"
+    path.write_bytes(_shapes())
+    fast = run(tmp_path / "fast", [path])
+    assert fast["signatureReadings"] == {"canonical": 1, "raw": 1, "stripped": 8}
+    assert (fast["duplicates"], fast["quarantined"]) == (1, {"bad_signature": 1})
+    monkeypatch.setattr(Ingester, "_common_case", lambda self, body, headers: None)
+    general = run(tmp_path / "general", [path])
+    assert {**fast, "runId": "", "durationSeconds": 0} == {
+        **general,
+        "runId": "",
+        "durationSeconds": 0,
+    }
+    assert table_digest(tmp_path / "fast" / "w.duckdb") == table_digest(
+        tmp_path / "general" / "w.duckdb"
+    )
+
+
+@settings(max_examples=30, deadline=None)
+@given(cut=st.floats(0.0, 1.0), crlf=st.booleans(), ends=st.booleans())
+def test_the_block_reader_gives_the_lines_a_line_by_line_read_gives(
+    tmp_path_factory: pytest.TempPathFactory, cut: float, crlf: bool, ends: bool
+) -> None:
+    from convo_analytics.webhooks import _ingest
+
+    lines = [delivery(event(i)).replace(b"\n", b"\r\n" if crlf else b"\n") for i in range(300)]
+    data = b"".join(lines) if ends else b"".join(lines)[:-1]
+    whole = gzip.compress(data)
+    path = tmp_path_factory.mktemp("cut") / "a.jsonl.gz"
+    path.write_bytes(whole[: int(len(whole) * cut)])
+    expected: list[bytes] = []
+    problem = None
+    try:
+        with gzip.open(path, "rb") as f:
+            expected.extend(raw.removesuffix(b"\n") for raw in f)
+    except (EOFError, gzip.BadGzipFile) as exc:
+        problem = f"the gzip stream ends early or is damaged ({exc})"
+    got: list[bytes] = []
+    ended = []
+    for block, end in _ingest._blocks(path):
+        got.extend(block)
+        ended.append(end)
+    assert got == expected
+    assert ended[-1] == problem

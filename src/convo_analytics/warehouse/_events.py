@@ -86,16 +86,22 @@ def load_events(
         return counts
     con.register("ev_bin", stage)
     # Each body is parsed once, into a struct; the JSON text is kept for the payload column.
+    # This is the chunk's only wide table: the steps below add narrow ones beside it.
     con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE ev_checked AS
-        SELECT * EXCLUDE (body, e), e.event AS event_type, e.timestamp AS timestamp_text,
-               {_ts("e.timestamp")} AS occurred_at, e.workspaceId AS workspace_id,
-               e.conversationId AS conversation_id, e.data AS data,
+        f"""CREATE OR REPLACE TEMP TABLE ev_chunk AS
+        SELECT * EXCLUDE (body, body_text, j, e), e.event AS event_type,
+               e.timestamp AS timestamp_text, {_ts("e.timestamp")} AS occurred_at,
+               e.workspaceId AS workspace_id, e.conversationId AS conversation_id,
+               e.data AS data, j AS payload,
+               COALESCE(idempotency_key, 'sha256:' || content_hash) AS event_id,
                CASE WHEN body_text IS NULL THEN 'bad_encoding'
                     WHEN j IS NULL THEN 'malformed_body'
                     WHEN json_type(j) <> 'OBJECT' OR e.event IS NULL THEN 'not_an_event'
                     WHEN {_ts("e.timestamp")} IS NULL THEN 'bad_timestamp'
-               END AS problem
+               END AS problem,
+               CASE WHEN problem IS NOT NULL THEN left(COALESCE(body_text, ''), 2000) END
+                   AS excerpt,
+               false AS duplicate
         FROM (SELECT *, json_transform(j, '{_ENVELOPE}') AS e FROM (
                 SELECT *, TRY_CAST(body_text AS JSON) AS j FROM (
                     SELECT *, TRY(decode(body)) AS body_text FROM ev_bin)))"""
@@ -105,60 +111,53 @@ def load_events(
         """SELECT source_file, source_line, problem,
                   CASE problem WHEN 'bad_timestamp' THEN 'timestamp: ' || timestamp_text
                                ELSE 'the delivery body is not a JSON event' END,
-                  left(COALESCE(body_text, ''), 2000)
-           FROM ev_checked WHERE problem IS NOT NULL"""
+                  excerpt
+           FROM ev_chunk WHERE problem IS NOT NULL"""
     ).to_arrow_table()
-    quarantine(con, bad.rename_columns(QUARANTINE_SCHEMA.names), run_id, now)
-    counts.quarantined.update(str(r) for r in bad.column(2).to_pylist())
+    if bad.num_rows:
+        quarantine(con, bad.rename_columns(QUARANTINE_SCHEMA.names), run_id, now)
+        counts.quarantined.update(str(r) for r in bad.column(2).to_pylist())
+        con.execute("DELETE FROM ev_chunk WHERE problem IS NOT NULL")
+    # A line is a duplicate when one of its keys is known, or came earlier in the chunk.
     con.execute(
-        """CREATE OR REPLACE TEMP TABLE ev_new AS
-        WITH ok AS (SELECT * FROM ev_checked WHERE problem IS NULL),
-        known AS (SELECT key FROM event_keys WHERE key IN (
-            SELECT content_hash FROM ok UNION ALL SELECT idempotency_key FROM ok)),
-        ranked AS (
-            SELECT *,
-                row_number() OVER (PARTITION BY content_hash ORDER BY ord) AS rn_hash,
-                CASE WHEN idempotency_key IS NULL THEN 1 ELSE
-                    row_number() OVER (PARTITION BY idempotency_key ORDER BY ord) END AS rn_key
-            FROM ok)
-        SELECT *, COALESCE(idempotency_key, 'sha256:' || content_hash) AS event_id,
-            rn_hash > 1 OR rn_key > 1 OR content_hash IN (SELECT key FROM known)
-            OR (idempotency_key IS NOT NULL AND idempotency_key IN (SELECT key FROM known))
-            AS duplicate
-        FROM ranked"""
+        """CREATE OR REPLACE TEMP TABLE ev_chunk_keys AS
+        SELECT ord, content_hash AS key, event_id FROM ev_chunk
+        UNION ALL SELECT ord, idempotency_key, event_id FROM ev_chunk
+                  WHERE idempotency_key IS NOT NULL"""
     )
-    row = con.execute(
-        "SELECT count(*) FILTER (WHERE NOT duplicate), count(*) FILTER (WHERE duplicate) "
-        "FROM ev_new"
-    ).fetchone()
-    assert row is not None
-    counts.loaded, counts.duplicates = int(row[0]), int(row[1])
     con.execute(
-        """CREATE OR REPLACE TEMP TABLE ev_loaded AS
+        """UPDATE ev_chunk SET duplicate = true WHERE ord IN (
+              SELECT ord FROM ev_chunk_keys SEMI JOIN event_keys USING (key)
+              UNION ALL
+              SELECT ord FROM (
+                  SELECT ord, min(ord) OVER (PARTITION BY key) AS first FROM ev_chunk_keys)
+              WHERE ord > first)"""
+    )
+    # event_keys has no index (see Table.indexed): only events whose keys
+    # were unseen are stored, and only unseen keys are added (each with its first event).
+    con.execute(
+        """INSERT INTO events
            SELECT event_id, event_type, occurred_at, workspace_id, conversation_id, data,
-                  j AS payload, idempotency_key, content_hash, signature_reading,
+                  payload, idempotency_key, content_hash, signature_reading,
                   signature_source, secret_index, delivery_id, attempt,
-                  TRY_CAST(received_at AS TIMESTAMPTZ) AS received_at, source_file,
-                  source_line
-           FROM ev_new WHERE NOT duplicate"""
+                  TRY_CAST(received_at AS TIMESTAMPTZ), source_file, source_line, ?
+           FROM ev_chunk WHERE NOT duplicate""",
+        [run_id],
     )
-    # events and event_keys have no index (see Table.indexed): ev_loaded holds only events
-    # whose keys were unseen, and only unseen keys are added.
-    con.execute("INSERT INTO events SELECT *, ? FROM ev_loaded", [run_id])
     con.execute(
         """INSERT INTO event_keys
-           SELECT key, any_value(event_id) FROM (
-               SELECT content_hash AS key, event_id FROM ev_new
-               UNION ALL SELECT idempotency_key, event_id FROM ev_new
-                         WHERE idempotency_key IS NOT NULL)
-           WHERE key NOT IN (SELECT key FROM event_keys)
+           SELECT key, arg_min(event_id, ord) FROM ev_chunk_keys ANTI JOIN event_keys USING (key)
            GROUP BY key"""
     )
-    for reading, kind, n in con.execute(
-        "SELECT signature_reading, event_type, count(*) FROM ev_loaded GROUP BY ALL"
+    for reading, kind, duplicate, n in con.execute(
+        "SELECT signature_reading, event_type, duplicate, count(*) FROM ev_chunk GROUP BY ALL"
     ).fetchall():
-        counts.readings[str(reading)] += int(n)
-        counts.types[str(kind)] += int(n)
+        if duplicate:
+            counts.duplicates += int(n)
+        else:
+            counts.loaded += int(n)
+            counts.readings[str(reading)] += int(n)
+            counts.types[str(kind)] += int(n)
     _fan_out(con)
     return counts
 
@@ -166,7 +165,7 @@ def load_events(
 # -- per-kind tables -------------------------------------------------------------------------
 
 #: The events this chunk stored (the fan-out never rescans the growing events table).
-_NEW = "SELECT * FROM ev_loaded"
+_NEW = "SELECT * FROM ev_chunk WHERE NOT duplicate"
 _ENVELOPE = orjson.dumps(
     {
         "event": "VARCHAR",
@@ -192,7 +191,7 @@ def _simple(
     }
     return (
         f"INSERT INTO {table.name} SELECT {_typed_select(table, 'payload', named)} "
-        f"FROM (SELECT *, {_parsed(table, 'payload')} FROM ev_loaded "
+        f"FROM (SELECT *, {_parsed(table, 'payload')} FROM ({_NEW}) "
         f"WHERE event_type = '{event_type}') ON CONFLICT DO NOTHING"
     )
 

@@ -43,10 +43,37 @@ def append_signature(unsigned_body: bytes, signature: str) -> bytes:
 
 #: A signature member is short: look for it only in the body's last bytes.
 _TAIL = 200
+#: The member as append_signature writes it, ``,"signature":"sha256=<64 hex>"}``, which ends
+#: almost every body: recognised by its fixed length before any regular expression runs.
+_MEMBER_HEAD = b',"signature":"' + SIGNATURE_PREFIX.encode("ascii")
+_MEMBER_LEN = len(_MEMBER_HEAD) + 64 + 2
+
+
+def appended_signature(body: bytes) -> tuple[bytes, bytes] | None:
+    """(the body without it, the member's value) when the body ends with the member exactly
+    as :func:`append_signature` writes it; None otherwise (then use the general functions).
+
+    Where it answers, the stripped body is what :func:`strip_signature` returns: the value
+    holds no quote, so no earlier ``"signature"`` can start the trailing member.
+    """
+    tail = body[-_MEMBER_LEN:]
+    if len(tail) != _MEMBER_LEN or not (tail.startswith(_MEMBER_HEAD) and tail.endswith(b'"}')):
+        return None
+    value = tail[len(_MEMBER_HEAD) - len(SIGNATURE_PREFIX) : -2]
+    if b'"' in value or b"\\" in value:
+        return None
+    return body[:-_MEMBER_LEN] + b"}", value
 
 
 def strip_signature(body: bytes) -> bytes | None:
     """The raw body with a trailing ``signature`` member removed, or None if there is none."""
+    if (appended := appended_signature(body)) is not None:
+        return appended[0]
+    return _strip_any_member(body)
+
+
+def _strip_any_member(body: bytes) -> bytes | None:
+    """:func:`strip_signature` for any spelling of the member (white space, other values)."""
     start = max(0, body.rfind(b'"signature"', max(0, len(body) - _TAIL)) - 1)
     if start < 0 or b'"signature"' not in body[start:]:
         return None
