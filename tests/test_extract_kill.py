@@ -25,11 +25,29 @@ def _start(url: str, db: Path, cwd: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def _wait_for_a_commit(db: Path, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Until the run has committed a batch (its log grew by one), however slow the machine is.
+
+    The run's bookkeeping rows are small; a batch of conversations with their
+    details and transcripts writes well over 64 KiB.
+    """
+    wal = db.with_name(db.name + ".wal")
+    start = wal.stat().st_size if wal.exists() else 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if wal.exists() and wal.stat().st_size > start + 65_536:
+            return
+        assert proc.poll() is None, "the run ended before it was killed"
+        time.sleep(0.02)
+    raise AssertionError(f"no commit within {timeout} s")
+
+
 def test_killed_runs_resume_to_a_complete_warehouse(start_sandbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     running: RunningSandbox = start_sandbox(conversations=350)
     db = tmp_path / "w.duckdb"
-    for delay in (1.2, 2.5):  # into the first batches, then deeper into the run
+    for delay in (0.0, 1.0):  # right after a first commit, then deeper into the run
         proc = _start(running.url, db, tmp_path)
+        _wait_for_a_commit(db, proc)
         time.sleep(delay)
         assert proc.poll() is None, "the run should still be going when it is killed"
         os.kill(proc.pid, signal.SIGKILL)

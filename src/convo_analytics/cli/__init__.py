@@ -18,6 +18,7 @@ from convo_analytics.cli._app import (
 from convo_analytics.cli._config_cmd import config_app
 from convo_analytics.cli._dashboard_cmd import dashboard, publish
 from convo_analytics.cli._extract_cmd import extract
+from convo_analytics.cli._run_cmd import run
 from convo_analytics.cli._sandbox_cmd import sandbox_app
 from convo_analytics.cli._transform_cmd import export_app, serve, transform
 from convo_analytics.cli._webhooks_cmd import webhooks_app
@@ -43,3 +44,4 @@ app.add_typer(export_app, name="export")
 app.command("serve")(serve)
 app.command("publish")(publish)
 app.command("dashboard")(dashboard)
+app.command("run")(run)

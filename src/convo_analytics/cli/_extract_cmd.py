@@ -17,7 +17,7 @@ from convo_analytics.cli._app import settings_from_context
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
-__all__ = ["extract"]
+__all__ = ["extract", "extract_config"]
 
 JsonFlag = Annotated[
     bool, typer.Option("--json", help="Print the run's counts as one JSON object.")
@@ -34,7 +34,7 @@ def _date(flag: str, value: str | None) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _config(settings: Settings, **flags: object) -> object:
+def extract_config(settings: Settings, **flags: object) -> object:
     from convo_analytics.contract import RateLimitPolicy
     from convo_analytics.extract import ALL_STREAMS, ExtractConfig
     from convo_analytics.extract._http import check_base_url
@@ -141,7 +141,7 @@ def extract(
             "extract.pagination": pagination,
         },
     )
-    config = _config(
+    config = extract_config(
         settings, full_refresh=full_refresh, backfill_from=backfill_from, backfill_to=backfill_to
     )
     from convo_analytics.extract import BarProgress, ExtractConfig, LogProgress, run_extract

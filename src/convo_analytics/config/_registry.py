@@ -450,6 +450,59 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
         maximum=65535,
     ),
+    # -- run: the nightly pipeline ---------------------------------------------------
+    Setting(
+        "run.lock_file",
+        Kind.PATH,
+        "data/convo-run.lock",
+        help="Lock file that keeps two runs from overlapping.",
+    ),
+    Setting(
+        "run.ingest_paths",
+        Kind.LIST,
+        (),
+        help=(
+            "Webhook archives (files or folders) the run ingests besides webhooks.archive_dir, "
+            "e.g. a service's export of its delivery log."
+        ),
+    ),
+    Setting(
+        "run.export_days",
+        Kind.INT,
+        30,
+        help="Days, ending yesterday, that the run's summary and guardrail exports cover.",
+        minimum=1,
+        maximum=732,
+    ),
+    Setting(
+        "run.guardrail_format",
+        Kind.STR,
+        "jsonl",
+        help="Format of the run's guardrail export: jsonl, csv or parquet.",
+        pattern=r"jsonl|csv|parquet",
+        pattern_help="jsonl, csv or parquet",
+    ),
+    Setting(
+        "run.archive_retention_days",
+        Kind.INT,
+        90,
+        help="Received webhook archive files older than this, once ingested, are removed "
+        "(0 keeps them all).",
+        minimum=0,
+    ),
+    Setting(
+        "run.alert_webhook_url",
+        Kind.STR,
+        "",
+        help="URL that gets a JSON POST when a run fails (empty: none).",
+    ),
+    Setting(
+        "run.alert_command",
+        Kind.STR,
+        "",
+        help="Shell command run when a run fails, with CONVO_RUN_ID, CONVO_RUN_STATUS, "
+        "CONVO_RUN_FAILED_STEP and CONVO_RUN_ERROR set (empty: none).",
+    ),
 )
 
 REGISTRY = Registry(SETTINGS)

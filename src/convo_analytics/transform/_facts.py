@@ -154,7 +154,12 @@ def _first_exchange(messages: pl.DataFrame) -> pl.DataFrame:
     )
     responses = assistant.group_by("conv_key").agg(
         pl.len().alias("assistant_responses"),
-        pl.col("confidence").fill_null(0.0).mean().alias("avg_confidence"),
+        # summed as integers of 10^-9: the same answer whatever order the rows come in
+        (
+            (pl.col("confidence").fill_null(0.0) * 1e9).round().cast(pl.Int64).sum()
+            / pl.len()
+            / 1e9
+        ).alias("avg_confidence"),
     )
     return (
         first_user.drop("_fu_pos")

@@ -11,11 +11,12 @@ import duckdb
 
 from convo_analytics.errors import UserError
 from convo_analytics.warehouse._marts import MART_TABLES
+from convo_analytics.warehouse._runs import PIPELINE_RUNS
 from convo_analytics.warehouse._tables import ALL_TABLES as SOURCE_TABLES
 from convo_analytics.warehouse._tables import SCHEMA_VERSION, Table
 
 #: Every table of the warehouse: what extract and ingest load, then the marts.
-ALL_TABLES = (*SOURCE_TABLES, *MART_TABLES)
+ALL_TABLES = (*SOURCE_TABLES, *MART_TABLES, PIPELINE_RUNS)
 
 
 class WarehouseBusy(UserError):

@@ -1,0 +1,156 @@
+"""The nightly run's steps, in order: what `convo run` does (see docs/cli.md, "convo run").
+
+Each step is a function of the run's context returning its counts; the
+runner (convo_analytics.pipeline) holds the lock, records every run in
+``pipeline_runs``, stops at the first failure and alerts. Every step is safe
+to repeat: a re-run after a failure or a kill completes the work without
+duplicates, and readers see only what ``publish`` copies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from convo_analytics.pipeline import RunContext, Step, StepFailed
+
+
+def extract(ctx: RunContext) -> dict[str, Any]:
+    """Page the service's API (conversations with details, leads, summary) into the warehouse."""
+    from convo_analytics.cli._extract_cmd import extract_config
+    from convo_analytics.extract import ExtractConfig, LogProgress, run_extract
+
+    config = extract_config(ctx.settings)
+    assert isinstance(config, ExtractConfig)
+    result = asyncio.run(run_extract(config, LogProgress()))
+    streams = result.to_json()["streams"]
+    if not result.ok:
+        failed = {name: s["error"] for name, s in streams.items() if s["status"] != "ok"}
+        raise StepFailed(f"streams failed: {failed}")
+    return {
+        "records": sum(s["records"] for s in streams.values()),
+        "new": sum(s["new"] for s in streams.values()),
+        "changed": sum(s["changed"] for s in streams.values()),
+        "details": sum(s["details"] for s in streams.values()),
+        "requests": sum(s["requests"] for s in streams.values()),
+    }
+
+
+def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
+    """Verify, deduplicate and load the received webhook archives (and any configured others)."""
+    from convo_analytics.cli._webhooks_cmd import archive_files
+    from convo_analytics.webhooks import ingest
+
+    secret = ctx.settings.get_secret("webhooks.secret")
+    if secret is None:
+        return {"skipped": "no webhook secret configured"}
+    archive_dir = ctx.settings.get_path("webhooks.archive_dir") or Path("data/webhooks")
+    roots = [archive_dir] if archive_dir.exists() else []
+    roots += [Path(p) for p in ctx.settings.get_list("run.ingest_paths")]
+    files = archive_files(roots) if roots else []
+    if not files:
+        return {"files": 0}
+    result = ingest(files, [p.reveal().encode() for p in secret.parts()], ctx.db_path)
+    return {
+        "files": result.files,
+        "read": result.read,
+        "loaded": result.loaded,
+        "duplicates": result.duplicates,
+        "quarantined": sum(result.quarantined.values()),
+    }
+
+
+def transform(ctx: RunContext) -> dict[str, Any]:
+    """Rebuild the marts in one transaction and reconcile with the service's summary."""
+    from convo_analytics.transform import TransformConfig, run_transform
+    from convo_analytics.warehouse import open_warehouse
+
+    settings = ctx.settings
+    config = TransformConfig(
+        timezones=tuple(settings.get_list("transform.timezones")) or ("UTC",),
+        low_confidence_threshold=settings.get_float("transform.low_confidence_threshold"),
+        tolerance=settings.get_float("transform.tolerance"),
+    )
+    con = open_warehouse(ctx.db_path)
+    try:
+        result = run_transform(con, config)
+    finally:
+        con.close()
+    return {
+        "conversations": result.conversations,
+        "incidents": result.incidents,
+        "mismatches": len(result.mismatches),
+    }
+
+
+def publish(ctx: RunContext) -> dict[str, Any]:
+    """Copy the warehouse into a new snapshot for readers and point CURRENT at it."""
+    from convo_analytics.publish import publish_snapshot
+    from convo_analytics.warehouse import open_warehouse
+
+    folder = ctx.settings.get_path("publish.dir") or Path("data/published")
+    con = open_warehouse(ctx.db_path)
+    try:
+        snap = publish_snapshot(con, ctx.db_path, folder, ctx.settings.get_int("publish.keep"))
+    finally:
+        con.close()
+    ctx.notes["snapshot_id"] = snap.snapshot_id
+    return {"snapshot": snap.snapshot_id}
+
+
+def exports(ctx: RunContext) -> dict[str, Any]:
+    """The summary (service-compatible) and the redacted guardrail log of the last days."""
+    import orjson
+
+    from convo_analytics.export import export_guardrails, export_summary
+    from convo_analytics.warehouse import open_warehouse
+
+    settings = ctx.settings
+    last = datetime.now(UTC).date() - timedelta(days=1)
+    first = last - timedelta(days=settings.get_int("run.export_days") - 1)
+    tz = (settings.get_list("transform.timezones") or ("UTC",))[0]
+    folder = settings.get_path("export.dir") or Path("data/exports")
+    folder.mkdir(parents=True, exist_ok=True)
+    con = open_warehouse(ctx.db_path, read_only=True)
+    try:
+        body = export_summary(con, first, last, tz)
+        guardrails = export_guardrails(
+            con,
+            first,
+            last,
+            folder,
+            tz=tz,
+            fmt=settings.get_str("run.guardrail_format"),  # type: ignore[arg-type]
+        )
+    finally:
+        con.close()
+    summary = folder / f"summary_{first}_{last}.json"
+    partial = summary.with_name(summary.name + ".partial")
+    partial.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2))
+    partial.replace(summary)
+    return {"summary_days": len(body["daily"]), "incidents_exported": guardrails.rows}
+
+
+def retention(ctx: RunContext) -> dict[str, Any]:
+    """Remove received archive files past their retention, once ingested."""
+    from convo_analytics.pipeline import prune_archives
+    from convo_analytics.warehouse import open_warehouse
+
+    archive_dir = ctx.settings.get_path("webhooks.archive_dir") or Path("data/webhooks")
+    con = open_warehouse(ctx.db_path)
+    try:
+        return prune_archives(con, archive_dir, ctx.settings.get_int("run.archive_retention_days"))
+    finally:
+        con.close()
+
+
+STEPS = [
+    Step("extract", extract, extract.__doc__ or ""),
+    Step("webhook_ingest", webhook_ingest, webhook_ingest.__doc__ or ""),
+    Step("transform", transform, transform.__doc__ or ""),
+    Step("publish", publish, publish.__doc__ or ""),
+    Step("exports", exports, exports.__doc__ or ""),
+    Step("retention", retention, retention.__doc__ or ""),
+]

@@ -1,0 +1,54 @@
+"""Telling someone a run failed: a webhook POST and/or a command, both from the config.
+
+The alert carries the run's id, status, failed step and error, never a
+secret (errors are built without them). A failing alert is logged, never
+raised: it must not turn a failed run into a crashed one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from typing import Any
+
+import httpx
+import orjson
+
+from convo_analytics.config import Settings
+
+log = logging.getLogger(__name__)
+ALERT_TIMEOUT_SECONDS = 10
+
+
+def send_alert(settings: Settings, run: dict[str, Any]) -> None:
+    body = {
+        "runId": run["run_id"],
+        "status": run["status"],
+        "failedStep": run["failed_step"],
+        "error": run["error"],
+        "text": f"convo run {run['run_id']} {run['status']} in {run['failed_step']}: "
+        f"{run['error']}",
+    }
+    url = settings.get_str("run.alert_webhook_url")
+    if url:
+        try:
+            httpx.post(url, content=orjson.dumps(body), timeout=ALERT_TIMEOUT_SECONDS,
+                       headers={"Content-Type": "application/json"}).raise_for_status()  # fmt: skip
+        except httpx.HTTPError as exc:
+            log.error("the alert webhook failed: %s", type(exc).__name__)
+    command = settings.get_str("run.alert_command")
+    if command:
+        env = {**os.environ, "CONVO_RUN_ID": str(run["run_id"]),
+               "CONVO_RUN_STATUS": str(run["status"]),
+               "CONVO_RUN_FAILED_STEP": str(run["failed_step"] or ""),
+               "CONVO_RUN_ERROR": str(run["error"] or "")}  # fmt: skip
+        try:
+            done = subprocess.run(
+                command, shell=True, env=env, timeout=ALERT_TIMEOUT_SECONDS * 6,
+                input=orjson.dumps(body), capture_output=True, check=False,
+            )  # fmt: skip
+            if done.returncode:
+                log.error("the alert command exited %s", done.returncode)
+        except subprocess.TimeoutExpired:
+            log.error("the alert command did not finish within %s s", ALERT_TIMEOUT_SECONDS * 6)

@@ -1,0 +1,39 @@
+"""Archive retention: received webhook files older than N days go, once ingested.
+
+A file is only removed when the warehouse shows it was read (its lines are in
+``events`` or ``quarantine``), so retention can never lose a delivery that
+was not loaded.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import duckdb
+
+SECONDS_PER_DAY = 86_400
+
+
+def prune_archives(con: duckdb.DuckDBPyConnection, archive_dir: Path, days: int) -> dict[str, int]:
+    """Remove ingested archive files older than ``days`` days; 0 keeps everything."""
+    if days <= 0 or not archive_dir.is_dir():
+        return {"removed": 0, "kept": 0}
+    read = {
+        str(r[0])
+        for r in con.execute(
+            "SELECT DISTINCT source_file FROM events UNION SELECT DISTINCT source_file "
+            "FROM quarantine"
+        ).fetchall()
+    }
+    cutoff = time.time() - days * SECONDS_PER_DAY
+    removed = kept = 0
+    for path in sorted(archive_dir.rglob("*.jsonl*")):
+        if not path.is_file() or path.stat().st_mtime >= cutoff:
+            continue
+        if str(path) in read or str(path.resolve()) in read:
+            path.unlink()
+            removed += 1
+        else:
+            kept += 1
+    return {"removed": removed, "kept": kept}

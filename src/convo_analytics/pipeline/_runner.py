@@ -1,0 +1,183 @@
+"""`convo run`: the nightly steps in order, under a lock, recorded, alerting on failure.
+
+The steps themselves are data (``pipelines/nightly.py`` lists them); this
+module runs them. Each step is idempotent (the loads recognise what they have
+already stored), and readers only ever see what the publish step copies, so
+a run that fails or is killed at any point leaves the published data as it
+was, and the next run completes the work.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from convo_analytics.config import Settings
+from convo_analytics.errors import UserError
+from convo_analytics.pipeline._alert import send_alert
+from convo_analytics.pipeline._lock import RunLock
+from convo_analytics.warehouse import open_warehouse, transaction
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RunContext:
+    """What a step gets: the settings, the run's id, and what earlier steps left."""
+
+    settings: Settings
+    run_id: str
+    db_path: Path
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+#: A step returns its counts (shown in the summary line and stored in pipeline_runs).
+StepFunction = Callable[[RunContext], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    name: str
+    run: StepFunction
+    #: Why the step exists, for `convo run --list` and the docs.
+    doc: str = ""
+
+
+class StepFailed(Exception):
+    """A step could not do its work; the message says why (never a secret)."""
+
+
+@dataclass(slots=True)
+class RunResult:
+    run_id: str
+    status: str = "running"
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    failed_step: str | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    recovered_from: str | None = None
+
+    def summary_line(self) -> str:
+        parts = []
+        for step in self.steps:
+            counts = ", ".join(f"{k} {v}" for k, v in step["counts"].items() if _short(v))
+            parts.append(f"{step['name']} {step['status']}" + (f" ({counts})" if counts else ""))
+        head = f"run {self.run_id} {self.status} in {self.seconds:.1f} s"
+        tail = f"; error in {self.failed_step}: {self.error}" if self.error else ""
+        return f"{head}: {'; '.join(parts)}{tail}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "failed_step": self.failed_step,
+            "error": self.error,
+            "seconds": round(self.seconds, 3),
+            "steps": self.steps,
+            "recovered_from": self.recovered_from,
+        }
+
+
+def _short(value: Any) -> bool:
+    return isinstance(value, int | float | str) and not isinstance(value, bool)
+
+
+def load_steps(path: Path) -> list[Step]:
+    """The ``STEPS`` list of a steps file (``pipelines/nightly.py``)."""
+    if not path.exists():
+        raise UserError(f"the pipeline's steps {path} are missing; run from a checkout of the repo")
+    spec = importlib.util.spec_from_file_location("convo_nightly", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    steps: list[Step] = module.STEPS
+    return steps
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+
+
+def run_pipeline(steps: Sequence[Step], settings: Settings, lock_path: Path) -> RunResult:
+    """Run ``steps`` in order under the lock; stop at the first failure. Raises RunLocked."""
+    result = RunResult(run_id=new_run_id())
+    db_path = settings.get_path("warehouse.path") or Path("data/warehouse.duckdb")
+    with RunLock(lock_path).acquire(result.run_id) as lock:
+        if lock.previous and lock.previous.get("runId"):
+            result.recovered_from = str(lock.previous["runId"])
+            log.warning("the previous run %s ended without releasing its lock (killed?); "
+                        "this run redoes what it left", result.recovered_from)  # fmt: skip
+        started = datetime.now(UTC)
+        clock = time.perf_counter()
+        _record_start(db_path, result, started)
+        ctx = RunContext(settings=settings, run_id=result.run_id, db_path=db_path)
+        for step in steps:
+            log.info("step %s started", step.name)
+            step_clock = time.perf_counter()
+            entry: dict[str, Any] = {"name": step.name, "status": "running", "counts": {}}
+            result.steps.append(entry)
+            try:
+                entry["counts"] = step.run(ctx)
+                entry["status"] = "ok"
+            except Exception as exc:  # a step's failure ends the run, recorded, not raised
+                entry["status"] = "failed"
+                entry["error"] = _describe(exc)
+                result.failed_step = step.name
+                result.error = entry["error"]
+                log.error("step %s failed: %s", step.name, entry["error"])
+            entry["seconds"] = round(time.perf_counter() - step_clock, 3)
+            log.info("step %s %s in %.1f s", step.name, entry["status"], entry["seconds"])
+            if result.failed_step:
+                break
+        for step in steps[len(result.steps) :]:
+            result.steps.append({"name": step.name, "status": "skipped", "counts": {},
+                                 "seconds": 0.0})  # fmt: skip
+        result.status = "failed" if result.failed_step else "ok"
+        result.seconds = time.perf_counter() - clock
+        _record_end(db_path, result, ctx.notes.get("snapshot_id"))
+    if result.status == "failed":
+        send_alert(settings, result.as_json())
+    return result
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())[:2000]
+
+
+def _record_start(db_path: Path, result: RunResult, started: datetime) -> None:
+    con = open_warehouse(db_path)
+    try:
+        with transaction(con):
+            con.execute("UPDATE pipeline_runs SET status = 'interrupted' WHERE status = 'running'")
+            con.execute(
+                "INSERT INTO pipeline_runs (run_id, started_at, status, steps, host, pid) "
+                "VALUES (?, ?, 'running', '[]', ?, ?)",
+                [result.run_id, started, socket.gethostname(), os.getpid()],
+            )
+    finally:
+        con.close()
+
+
+def _record_end(db_path: Path, result: RunResult, snapshot_id: object) -> None:
+    con = open_warehouse(db_path)
+    try:
+        con.execute(
+            "UPDATE pipeline_runs SET finished_at = now(), status = ?, failed_step = ?, "
+            "steps = ?, duration_seconds = ?, error = ?, snapshot_id = ? WHERE run_id = ?",
+            [result.status, result.failed_step, orjson.dumps(result.steps).decode(),
+             result.seconds, result.error, snapshot_id, result.run_id],
+        )  # fmt: skip
+    finally:
+        con.close()

@@ -1,0 +1,32 @@
+"""The nightly run's own log: one row per `convo run`, with what each step did."""
+
+from __future__ import annotations
+
+from convo_analytics.warehouse._tables import Column, Table
+
+PIPELINE_RUNS = Table(
+    "pipeline_runs",
+    (
+        Column("run_id", "VARCHAR NOT NULL"),
+        Column("started_at", "TIMESTAMPTZ"),
+        Column("finished_at", "TIMESTAMPTZ"),
+        Column(
+            "status",
+            "VARCHAR",
+            doc="running, ok, failed, or interrupted (killed; found by the next run)",
+        ),
+        Column("failed_step", "VARCHAR", doc="the step that failed, if one did"),
+        Column(
+            "steps",
+            "JSON",
+            doc="per step: name, status (ok, failed, skipped), seconds, counts, error",
+        ),
+        Column("duration_seconds", "DOUBLE"),
+        Column("error", "VARCHAR", doc="why it failed (no secrets)"),
+        Column("host", "VARCHAR"),
+        Column("pid", "INTEGER"),
+        Column("snapshot_id", "VARCHAR", doc="the snapshot it published, if it got that far"),
+    ),
+    ("run_id",),
+    "One row per `convo run`, written when it starts and when it ends.",
+)

@@ -1,0 +1,257 @@
+"""`convo run` as a scheduler runs it: real processes, a real sandbox, real files.
+
+Kills land inside each step (SIGKILL as soon as the step says it started,
+plus a little), and a re-run must leave the warehouse as a clean run does.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pytest
+
+from conftest import ACME_KEY, make_settings
+from convo_analytics._serving import ServerThread
+from convo_analytics.pipeline import LOCKED_EXIT
+from convo_analytics.publish import current_snapshot
+from convo_analytics.sandbox import Sandbox, create_app
+from convo_analytics.sandbox._history_archive import write_history_archive
+
+SECRET = "whsec_pipeline_tests_0123456789"
+STEPS = ["extract", "webhook_ingest", "transform", "publish", "exports", "retention"]
+RUN_TIMEOUT = 300
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A sandbox with a fixed history, and that history's webhook archive."""
+    sandbox = Sandbox(make_settings(conversations=150, days=7))
+    archive = tmp_path_factory.mktemp("history") / "history.jsonl.gz"
+    workspace = sandbox.workspace_for(ACME_KEY)
+    assert workspace is not None
+    write_history_archive(archive, [workspace], SECRET)
+    with ServerThread(create_app(sandbox)) as server:
+        yield server.url, archive
+
+
+def _setup(folder: Path, url: str, archive: Path, **extra: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hooks").mkdir(exist_ok=True)
+    lines = [
+        "[service]", f'base_url = "{url}"', 'rate_limit = "none"',
+        "[warehouse]", 'path = "w.duckdb"',
+        "[webhooks]", 'archive_dir = "hooks"',
+        "[publish]", 'dir = "published"',
+        "[export]", 'dir = "exports"',
+        "[run]", 'lock_file = "run.lock"', f'ingest_paths = ["{archive}"]',
+        *(f"{k} = {v}" for k, v in extra.items()),  # values are TOML literals
+    ]  # fmt: skip
+    (folder / "convo.toml").write_text("\n".join(lines) + "\n")
+    return folder / "convo.toml"
+
+
+def _env(key: str = ACME_KEY) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "CONVO_API_KEY": key, "CONVO_WEBHOOK_SECRET": SECRET,
+            "HOME": os.environ.get("HOME", "/root")}  # fmt: skip
+
+
+def _argv(config: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "convo_analytics.cli", "run", "--config", str(config), *extra]
+
+
+def _run(config: Path, key: str = ACME_KEY) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _argv(config, "--json"), env=_env(key), capture_output=True, text=True,
+        timeout=RUN_TIMEOUT, cwd=config.parent,
+    )  # fmt: skip
+
+
+def _start(config: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        _argv(config), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=config.parent,
+    )  # fmt: skip
+
+
+def _wait_for(proc: subprocess.Popen[str], text: str, timeout: float = 120) -> None:
+    """Read the run's log until ``text`` shows (bounded in time)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            raise AssertionError(f"the run ended before {text!r}")
+        if text in line:
+            return
+    raise AssertionError(f"no {text!r} within {timeout} s")
+
+
+def _content(db: Path) -> dict[str, Any]:
+    """What a run leaves, without its run ids and clocks."""
+    queries = {
+        "conversations": "SELECT id, updated_at, status, message_count FROM conversations",
+        "messages": "SELECT id, conversation_id, position, text FROM messages",
+        "leads": "SELECT id, score, qualified_at FROM leads",
+        "raw_details": "SELECT id, payload_hash FROM raw_conversation_details",
+        "events": "SELECT event_id, event_type, occurred_at FROM events",
+        "quarantine": "SELECT source_line, reason FROM quarantine",
+        "escalations": "SELECT escalation_key, escalated_at FROM escalations",
+        "mart_conversations": "SELECT * FROM mart_conversations",
+        "mart_daily": "SELECT * FROM mart_daily_conversations",
+        "mart_incidents": "SELECT incident_id, excerpt_redacted FROM mart_guardrail_incidents",
+    }
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        out = {}
+        for name, sql in queries.items():
+            rows = sorted(repr(r) for r in con.execute(sql).fetchall())
+            out[name] = (len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest())
+        return out
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def clean(service: tuple[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    url, archive = service
+    config = _setup(tmp_path_factory.mktemp("clean"), url, archive)
+    done = _run(config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {
+        "config": config,
+        "result": orjson.loads(done.stdout),
+        "content": _content(config.parent / "w.duckdb"),
+    }
+
+
+def test_a_run_does_every_step_and_records_it(clean: dict[str, Any]) -> None:
+    config, result = clean["config"], clean["result"]
+    assert [s["name"] for s in result["steps"]] == STEPS
+    assert all(s["status"] == "ok" for s in result["steps"])
+    assert clean["content"]["conversations"][0] == 150
+    assert clean["content"]["events"][0] > 0
+    folder = config.parent
+    snap = current_snapshot(folder / "published")
+    assert snap is not None
+    assert list((folder / "exports").glob("summary_*.json"))
+    assert list((folder / "exports").glob("guardrail-incidents_*.manifest.json"))
+    con = duckdb.connect(str(folder / "w.duckdb"), read_only=True)
+    try:
+        rows = con.execute(
+            "SELECT status, failed_step, json_array_length(steps), snapshot_id, duration_seconds "
+            "FROM pipeline_runs"
+        ).fetchall()
+    finally:
+        con.close()
+    assert rows == [("ok", None, 6, snap.snapshot_id, pytest.approx(result["seconds"], abs=0.01))]
+
+
+def test_the_summary_line_is_one_line(service: tuple[str, Path], tmp_path: Path) -> None:
+    url, archive = service
+    config = _setup(tmp_path, url, archive)
+    done = subprocess.run(_argv(config), env=_env(), capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0
+    (line,) = done.stdout.splitlines()
+    assert line.startswith("run ") and " ok in " in line and "transform ok" in line
+
+
+def test_a_second_run_while_one_runs_exits_with_the_lock_code(
+    service: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, archive = service
+    config = _setup(tmp_path, url, archive)
+    first = _start(config)
+    try:
+        _wait_for(first, "step extract started")
+        second = _run(config)
+    finally:
+        first.wait(timeout=RUN_TIMEOUT)
+    assert second.returncode == LOCKED_EXIT
+    assert "holds" in second.stderr and "Traceback" not in second.stderr
+    assert first.returncode == 0
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_run_killed_inside_a_step_then_rerun_matches_a_clean_run(
+    service: tuple[str, Path], tmp_path: Path, clean: dict[str, Any], step: str
+) -> None:
+    url, archive = service
+    config = _setup(tmp_path, url, archive)
+    doomed = _start(config)
+    try:
+        _wait_for(doomed, f"step {step} started")
+        time.sleep(0.05)
+    finally:
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(timeout=30)
+    published_before = current_snapshot(tmp_path / "published")
+    again = _run(config)
+    assert again.returncode == 0, again.stderr[-3000:]
+    result = orjson.loads(again.stdout)
+    assert result["recovered_from"], "the next run saw the killed run's lock file"
+    assert _content(tmp_path / "w.duckdb") == clean["content"]
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    try:
+        statuses = [r[0] for r in con.execute(
+            "SELECT status FROM pipeline_runs ORDER BY started_at").fetchall()]  # fmt: skip
+    finally:
+        con.close()
+    assert statuses == ["interrupted", "ok"]
+    latest = current_snapshot(tmp_path / "published")
+    assert latest is not None and latest != published_before
+
+
+def test_a_failed_run_alerts_and_leaves_the_published_data(
+    service: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, archive = service
+    alert_file = tmp_path / "alert.txt"
+    command = f'echo "$CONVO_RUN_STATUS $CONVO_RUN_FAILED_STEP $CONVO_RUN_ERROR" > {alert_file}'
+    config = _setup(tmp_path, url, archive, alert_command=orjson.dumps(command).decode())
+    assert _run(config).returncode == 0
+    before = current_snapshot(tmp_path / "published")
+    wrong_key = "sk_test_not_a_real_key_0000"
+    done = _run(config, key=wrong_key)
+    assert done.returncode == 1
+    result = orjson.loads(done.stdout)
+    assert result["failed_step"] == "extract"
+    assert [s["status"] for s in result["steps"]] == ["failed"] + ["skipped"] * 5
+    assert current_snapshot(tmp_path / "published") == before
+    alert = alert_file.read_text()
+    assert alert.startswith("failed extract") and ("401" in alert or "invalid" in alert)
+    for text in (alert, done.stdout, done.stderr):
+        assert wrong_key not in text and SECRET not in text
+
+
+def test_ingested_archives_past_retention_go_and_the_others_stay(
+    service: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, archive = service
+    config = _setup(tmp_path, url, archive, archive_retention_days="1")
+    hooks = tmp_path / "hooks"
+    old_ingested = hooks / "2026-01-01.jsonl"
+    lines = gzip.decompress(archive.read_bytes())[:20_000].rsplit(b"\n", 1)[0]
+    old_ingested.write_bytes(lines + b"\n")
+    assert _run(config).returncode == 0
+    unread = hooks / "2026-01-02.jsonl.partial"
+    unread.write_bytes(b"{}\n")
+    week_ago = time.time() - 7 * 86_400
+    os.utime(old_ingested, (week_ago, week_ago))
+    os.utime(unread, (week_ago, week_ago))
+    done = _run(config)
+    assert done.returncode == 0
+    steps = {s["name"]: s for s in orjson.loads(done.stdout)["steps"]}
+    assert steps["retention"]["counts"]["removed"] == 1
+    assert not old_ingested.exists() and unread.exists()
