@@ -27,6 +27,7 @@ def make_settings(**overrides: Any) -> SandboxSettings:
         "rate_limit": "none",
         "workspaces": [("acme", ACME_KEY), ("acme", ACME_KEY_2), ("globex", GLOBEX_KEY)],
         "admin_token": "adm_test_token",
+        "crawl_scope": "loopback",  # tests send traffic to 127.0.0.1 only
     }
     base.update(overrides)
     return SandboxSettings(**base)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,7 +14,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
 
 from convo_analytics import __version__
-from convo_analytics.sandbox import _routes_control, _routes_read, _routes_webhooks
+from convo_analytics.sandbox import (
+    _routes_control,
+    _routes_live,
+    _routes_read,
+    _routes_webhooks,
+)
 from convo_analytics.sandbox._errors import (
     ApiException,
     api_exception_handler,
@@ -29,15 +37,31 @@ reasons are in docs/decisions.md. Every error answers with the ErrorBody shape.
 """
 
 
+SWEEP_SECONDS = 1.0
+
+
+async def _sweep_forever(sandbox: Sandbox) -> None:
+    """Complete live conversations that went quiet (checked every second)."""
+    while True:
+        await asyncio.sleep(SWEEP_SECONDS)
+        now = int(time.time() * 1000)
+        for ws in list(sandbox.workspaces.values()):
+            await asyncio.to_thread(sandbox.live.sweep, ws, now)
+
+
 def create_app(sandbox: Sandbox) -> ASGIApp:
     """The HTTP app over a built sandbox (fault injection wraps it)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await sandbox.dispatcher.start()
+        sweeper = asyncio.create_task(_sweep_forever(sandbox))
         try:
             yield
         finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
             await sandbox.dispatcher.stop()
 
     app = FastAPI(
@@ -54,6 +78,7 @@ def create_app(sandbox: Sandbox) -> ASGIApp:
     app.add_exception_handler(StarletteHTTPException, http_exception_handler)
     app.add_exception_handler(RequestValidationError, validation_exception_handler)
     app.include_router(_routes_read.router)
+    app.include_router(_routes_live.router)
     app.include_router(_routes_webhooks.router)
     app.include_router(_routes_control.router)
     injector = FaultInjector(app, sandbox.settings.faults, seed=sandbox.settings.seed)

@@ -72,6 +72,21 @@ def run_simulation(request: Request, body: SimulateRequest) -> Response:
     )
 
 
+class SweepRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    workspace: str = "demo"
+
+
+@router.post("/sweep", dependencies=[Admin])
+def run_sweep(request: Request, body: SweepRequest) -> Response:
+    """Complete the live conversations that have been quiet past their window, now."""
+    sandbox = sandbox_of(request)
+    ws = sandbox.workspaces.get(f"ws_{body.workspace}")
+    if ws is None:
+        raise ApiException(404, f"workspace {body.workspace!r} not found")
+    return json_response({"completed": sandbox.live.sweep(ws, int(time.time() * 1000))}, request)
+
+
 class FaultsRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     errorRate: float = Field(default=0.0, ge=0, le=1)

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from convo_analytics.sandbox._assistant import LiveAssistant
 from convo_analytics.sandbox._delivery import Dispatcher, parse_retry_schedule
 from convo_analytics.sandbox._faults import FaultSettings
 from convo_analytics.sandbox._generate import HistorySpec, generate_history
@@ -40,6 +41,12 @@ class SandboxSettings:
     admin_token: str | None = None
     default_page_size: int = 50
     max_page_size: int = 200
+    #: Quiet time after which a live conversation completes; None: its channel's window.
+    live_inactivity_seconds: float | None = None
+    #: Lead score at which a live conversation's lead qualifies.
+    lead_threshold: float = 70.0
+    #: Which hosts a url-crawl knowledge source may fetch: any, or loopback only (tests).
+    crawl_scope: str = "any"
 
     def validate(self) -> None:
         RateLimitPolicy.parse(self.rate_limit)
@@ -51,6 +58,8 @@ class SandboxSettings:
             raise ValueError("retry_after_format must be 'seconds' or 'http-date'")
         if self.webhook_signing not in ("stripped", "raw"):
             raise ValueError("webhook_signing must be 'stripped' or 'raw'")
+        if self.crawl_scope not in ("any", "loopback"):
+            raise ValueError("crawl_scope must be 'any' or 'loopback'")
         if self.event_fields not in ("a", "b", "both"):
             raise ValueError("event_fields must be 'a', 'b' or 'both'")
         for name, key in self.workspaces:
@@ -91,6 +100,12 @@ class Sandbox:
                 ws.load_history(generate_history(spec, ws.events))
                 self.workspaces[ws.id] = ws
             self.keys[key] = ws
+        for ws in self.workspaces.values():
+            ws.activity.lead_threshold = settings.lead_threshold
+        inactivity = settings.live_inactivity_seconds
+        self.live = LiveAssistant(
+            inactivity_ms=int(inactivity * 1000) if inactivity is not None else None
+        )
         self.limiter = RateLimiter(RateLimitPolicy.parse(settings.rate_limit))
         self.dispatcher = Dispatcher(
             schedule=parse_retry_schedule(settings.webhook_retry_schedule),
