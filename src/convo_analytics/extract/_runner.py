@@ -48,6 +48,7 @@ from convo_analytics.extract._streams import LIST_STREAMS, SUMMARY_PATH, Extract
 from convo_analytics.warehouse import (
     WHOLE_BODY,
     RecordPaths,
+    defer_checkpoints,
     open_warehouse,
     read_bookmark,
     transaction,
@@ -176,6 +177,7 @@ class Extraction:
         cfg = self.config
         clock = time.monotonic()
         self.con = open_warehouse(cfg.db_path)
+        defer_checkpoints(self.con)
         limiter = AdaptiveLimiter(RateLimitPolicy.parse(cfg.rate_limit))
         client = ServiceClient(
             cfg.base_url,
@@ -209,7 +211,10 @@ class Extraction:
                 self.progress.finish(name, result.summary())
         finally:
             await client.aclose()
-            self.con.close()
+            try:
+                self._checkpoint()
+            finally:
+                self.con.close()
         return ExtractResult(self.run_id, cfg.mode, results, time.monotonic() - clock)
 
     # -- list streams --------------------------------------------------------------------
@@ -400,6 +405,11 @@ class Extraction:
         result.new += counts.new
         result.changed += counts.changed
         result.unchanged += counts.unchanged
+
+    def _checkpoint(self) -> None:
+        """The run's one checkpoint (see ``defer_checkpoints``): the log goes into the file."""
+        assert self.con is not None
+        self.con.execute("CHECKPOINT")
 
     # -- the service's summary ----------------------------------------------------------
 

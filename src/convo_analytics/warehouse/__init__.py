@@ -2,6 +2,7 @@
 
 from convo_analytics.warehouse._connection import (
     WarehouseBusy,
+    defer_checkpoints,
     ensure_schema,
     open_warehouse,
     read_bookmark,
@@ -19,6 +20,7 @@ __all__ = [
     "RecordPaths",
     "Table",
     "WarehouseBusy",
+    "defer_checkpoints",
     "ensure_schema",
     "open_warehouse",
     "read_bookmark",

@@ -1,0 +1,38 @@
+"""The load stage's mechanisms: deferred checkpoints, dedupe, transcripts, the loader thread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import ACME_KEY, RunningSandbox
+from convo_analytics.extract._runner import Extraction
+from extract_support import assert_complete, extract
+
+
+def test_a_run_checkpoints_once_at_its_end(
+    start_sandbox: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches commit to the write-ahead log only; the file gets them when the run ends."""
+    running: RunningSandbox = start_sandbox(conversations=120)
+    db = tmp_path / "w.duckdb"
+    wal = Path(f"{db}.wal")
+    seen: list[tuple[str, int]] = []
+    commit = Extraction._commit
+
+    def watched(ext: Extraction, *args: Any) -> None:
+        commit(ext, *args)
+        assert ext.con is not None
+        row = ext.con.execute("SELECT current_setting('checkpoint_threshold')").fetchone()
+        seen.append((str(row[0]) if row else "", wal.stat().st_size if wal.exists() else 0))
+
+    monkeypatch.setattr(Extraction, "_commit", watched)
+    assert extract(running.url, ACME_KEY, db, batch_records=40, page_size=20).ok
+    assert len(seen) > 3
+    assert all(threshold.endswith("MiB") and threshold != "16.0 MiB" for threshold, _ in seen)
+    sizes = [size for _, size in seen]
+    assert sizes == sorted(sizes) and sizes[0] > 0, "the log only grows during the run"
+    assert not wal.exists() or wal.stat().st_size == 0, "the run checkpointed at its end"
+    assert_complete(db, running.sandbox.workspaces["ws_acme"])
