@@ -390,9 +390,8 @@ class Extraction:
             load.insert_raw(con, stream.raw_table, "listed", self.run_id, now)
             detailed = None
             if stream.detail_raw_table and batch.details:
-                load.stage_records(
-                    con, "detailed", batch.details, RecordPaths(WHOLE_BODY, paths.id, paths.updated)
-                )
+                whole = RecordPaths(WHOLE_BODY, paths.id, paths.updated)
+                load.stage_records(con, "detailed", batch.details, whole, load.DETAIL_STRUCTURE)
                 load.insert_raw(con, stream.detail_raw_table, "detailed", self.run_id, now)
                 detailed = "detailed"
             if stream.name == "conversations":

@@ -103,24 +103,35 @@ def _access(col: Column, struct: str) -> str:
     return _ts(value) if col.type.startswith("TIMESTAMPTZ") else value
 
 
-def _records_sql(paths: RecordPaths, source: str) -> str:
-    """SQL selecting payload, id, updated_at and hash of every record in ``source``(body)."""
+def _records_sql(paths: RecordPaths, source: str, parse: dict[str, Any] | None = None) -> str:
+    """SQL selecting payload, id, updated_at, created_at and hash of every record in ``source``.
+
+    The key fields come from one parse of each record (a list of JSON paths);
+    ``parse``, when given, adds the record parsed into that structure as ``_p``.
+    """
     if paths.envelope == WHOLE_BODY:
         records = "body::JSON"
     elif paths.envelope is None:
         records = "unnest(from_json(body, '[\"JSON\"]'))"
     else:
-        structure = orjson.dumps({paths.envelope: ["JSON"]}).decode().replace("'", "''")
-        key = '"' + paths.envelope.replace('"', '""') + '"'
-        records = f"unnest(from_json(body, '{structure}').{key})"
-    updated = f"r->>'{_path(paths.updated)}'" if paths.updated else "NULL"
-    created = f"r->>'{_path(paths.created)}'" if paths.created else "NULL"
+        envelope = '"' + paths.envelope.replace('"', '""') + '"'
+        records = (
+            f"unnest(from_json(body, '{_quoted_structure({paths.envelope: ['JSON']})}').{envelope})"
+        )
+    wanted = [p for p in (paths.id, paths.updated, paths.created) if p]
+    keys = ", ".join("'" + _path(p).replace("'", "''") + "'" for p in wanted)
+
+    def field(dotted: str | None) -> str:
+        return f"k[{wanted.index(dotted) + 1}]" if dotted else "NULL"
+
+    parsed = f", json_transform(r, '{_quoted_structure(parse)}') AS _p" if parse else ""
     return (
         f"SELECT payload, id, {_ts('updated_text')} AS updated_at, "
-        f"{_ts('created_text')} AS created_at, payload_hash FROM ("
-        f"SELECT r AS payload, r->>'{_path(paths.id)}' AS id, {updated} AS updated_text, "
-        f"{created} AS created_text, md5(r::VARCHAR) AS payload_hash "
-        f"FROM (SELECT {records} AS r FROM {source}))"
+        f"{_ts('created_text')} AS created_at, payload_hash{', _p' if parse else ''} FROM ("
+        f"SELECT r AS payload, {field(paths.id)} AS id, {field(paths.updated)} AS updated_text, "
+        f"{field(paths.created)} AS created_text, md5(r::VARCHAR) AS payload_hash{parsed} "
+        f"FROM (SELECT r, json_extract_string(r, [{keys}]) AS k "
+        f"FROM (SELECT {records} AS r FROM {source})))"
     )
 
 
@@ -147,10 +158,13 @@ def _typed_select(table: Table, record: str, computed: dict[str, str]) -> str:
     return ", ".join(exprs)
 
 
+def _quoted_structure(structure: dict[str, Any]) -> str:
+    return orjson.dumps(structure).decode().replace("'", "''")
+
+
 def _parsed(table: Table, record: str) -> str:
     """The struct expression ``_typed_select`` reads from (add it to the inner SELECT)."""
-    structure = orjson.dumps(_structure(table.columns)).decode().replace("'", "''")
-    return f"json_transform({record}, '{structure}') AS _s"
+    return f"json_transform({record}, '{_quoted_structure(_structure(table.columns))}') AS _s"
 
 
 def _key_times(table: Table) -> dict[str, str]:
@@ -181,12 +195,25 @@ def _drop_bodies(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 
 def stage_records(
-    con: duckdb.DuckDBPyConnection, stage: str, bodies: Sequence[bytes], paths: RecordPaths
+    con: duckdb.DuckDBPyConnection,
+    stage: str,
+    bodies: Sequence[bytes],
+    paths: RecordPaths,
+    parse: dict[str, Any] | None = None,
 ) -> None:
-    """Split response bodies into the temporary table ``stage`` (payload, id, updated_at, hash)."""
+    """Split response bodies into the temporary table ``stage`` (payload, id, updated_at, hash).
+
+    With ``parse``, each record is also parsed into that structure (column ``_p``).
+    """
     _bodies(con, f"{stage}_bodies", bodies)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {stage} AS {_records_sql(paths, f'{stage}_bodies')}")
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {stage} AS {_records_sql(paths, f'{stage}_bodies', parse)}"
+    )
     _drop_bodies(con, f"{stage}_bodies")
+
+
+#: A conversation's detail parsed once, while staging: its typed columns and its transcript.
+DETAIL_STRUCTURE = {**_structure(CONVERSATIONS.columns), "messages": [_structure(MESSAGES.columns)]}
 
 
 def insert_raw(
@@ -205,7 +232,8 @@ def classify(con: duckdb.DuckDBPyConnection, stage: str, typed: str) -> PageCoun
         f"""SELECT count(*),
                    count(*) FILTER (WHERE t.id IS NULL),
                    count(*) FILTER (WHERE t.id IS NOT NULL AND s.updated_at > t.updated_at)
-            FROM (SELECT DISTINCT ON (id) * FROM {stage} ORDER BY id, updated_at DESC) s
+            FROM (SELECT DISTINCT ON (id) id, updated_at FROM {stage}
+                  ORDER BY id, updated_at DESC) s
             LEFT JOIN {typed} t USING (id)"""
     ).fetchone()
     assert row is not None
@@ -220,11 +248,24 @@ def merge_conversations(
     run_id: str,
     loaded: datetime,
 ) -> None:
-    """Upsert the newest version of each conversation; a detail beats its listed version."""
-    join = f"LEFT JOIN {details} d USING (id)" if details else ""
-    detail_payload = "d.payload" if details else "NULL::JSON"
-    detail_updated = "d.updated_at" if details else "NULL::TIMESTAMPTZ"
-    detail_created = "d.created_at" if details else "NULL::TIMESTAMPTZ"
+    """Upsert the newest version of each conversation; a detail beats its listed version.
+
+    ``details`` must be staged with ``DETAIL_STRUCTURE``: the detail's parse is
+    reused; only listed versions without a detail are parsed here.
+    """
+    listed_parse = f"json_transform(l.payload, '{_quoted_structure(DETAIL_STRUCTURE)}')"
+    if details:
+        # The newest version of each id is chosen on keys and row numbers, then joined
+        # back: sorting the parsed details (transcripts included) costs more than the merge.
+        join = f"LEFT JOIN {details} d USING (id)"
+        rows = f"JOIN {listed} l ON l.rowid = v.lrow LEFT JOIN {details} d ON d.rowid = v.drow"
+        parsed = f"CASE WHEN d.id IS NULL THEN {listed_parse} ELSE d._p END"
+        detail_updated, detail_created = "d.updated_at", "d.created_at"
+        _note_prior_details(con, details)
+    else:
+        join, rows, parsed = "", f"JOIN {listed} l ON l.rowid = v.lrow", listed_parse
+        detail_updated = detail_created = "NULL::TIMESTAMPTZ"
+    drow = "d.rowid" if details else "NULL"
     select = _typed_select(
         CONVERSATIONS,
         "r",
@@ -245,13 +286,13 @@ def merge_conversations(
     con.execute(
         f"""INSERT INTO conversations
             SELECT {select} FROM (
-                SELECT *, {_parsed(CONVERSATIONS, "r")} FROM (
-                    SELECT DISTINCT ON (l.id) l.id, COALESCE({detail_payload}, l.payload) AS r,
-                           {detail_updated} AS detail_updated_at,
-                           COALESCE({detail_updated}, l.updated_at) AS staged_updated_at,
-                           COALESCE({detail_created}, l.created_at) AS staged_created_at
-                    FROM {listed} l {join} WHERE l.id IS NOT NULL
-                    ORDER BY l.id, l.updated_at DESC))
+                SELECT v.id, {parsed} AS _s, {detail_updated} AS detail_updated_at,
+                       COALESCE({detail_updated}, l.updated_at) AS staged_updated_at,
+                       COALESCE({detail_created}, l.created_at) AS staged_created_at
+                FROM (SELECT DISTINCT ON (l.id) l.id, l.rowid AS lrow, {drow} AS drow
+                      FROM {listed} l {join} WHERE l.id IS NOT NULL
+                      ORDER BY l.id, l.updated_at DESC, {detail_updated} DESC NULLS LAST) v
+                {rows})
             {_upsert(CONVERSATIONS, ("first_run_id",), newer)}""",
         [run_id, run_id, loaded],
     )
@@ -259,13 +300,37 @@ def merge_conversations(
         _replace_messages(con, details, run_id)
 
 
-def _replace_messages(con: duckdb.DuckDBPyConnection, details: str, run_id: str) -> None:
-    """Swap in the transcripts of the details that are now the conversations' versions."""
-    applied = (
-        f"SELECT d.id, d.payload FROM {details} d JOIN conversations c "
-        "ON c.id = d.id AND c.detail_updated_at IS NOT DISTINCT FROM d.updated_at"
+def _note_prior_details(con: duckdb.DuckDBPyConnection, details: str) -> None:
+    """Before the merge: which detailed conversations we held already, and from which detail."""
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE prior_details AS
+            SELECT c.id, c.detail_updated_at FROM conversations c
+            WHERE c.id IN (SELECT id FROM {details})"""
     )
-    con.execute(f"DELETE FROM messages WHERE conversation_id IN (SELECT id FROM ({applied}))")
+
+
+def _replace_messages(con: duckdb.DuckDBPyConnection, details: str, run_id: str) -> None:
+    """Swap in the transcripts of the details that are now the conversations' versions.
+
+    Only a transcript that changed is written: a detail we already held (same
+    updatedAt, a re-fetch) keeps its messages, and only conversations we held
+    before can have messages to delete (a first load deletes nothing).
+    """
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE applied_details AS
+            SELECT DISTINCT ON (d.id) d.id, d.rowid AS drow, p.id IS NOT NULL AS held
+            FROM {details} d
+            JOIN conversations c
+              ON c.id = d.id AND c.detail_updated_at IS NOT DISTINCT FROM d.updated_at
+            LEFT JOIN prior_details p ON p.id = d.id
+            WHERE p.detail_updated_at IS DISTINCT FROM d.updated_at"""
+    )
+    row = con.execute("SELECT count(*) FILTER (WHERE held) FROM applied_details").fetchone()
+    if row is not None and row[0]:
+        con.execute(
+            "DELETE FROM messages WHERE conversation_id IN "
+            "(SELECT id FROM applied_details WHERE held)"
+        )
     select = _typed_select(
         MESSAGES,
         "m",
@@ -273,11 +338,10 @@ def _replace_messages(con: duckdb.DuckDBPyConnection, details: str, run_id: str)
     )
     con.execute(
         f"""INSERT INTO messages SELECT {select} FROM (
-                SELECT *, {_parsed(MESSAGES, "m")} FROM (
-                    SELECT id AS conversation_id, unnest(msgs) AS m,
-                           unnest(range(len(msgs))) AS position
-                    FROM (SELECT a.id, COALESCE((a.payload->'$.messages')::JSON[], []) AS msgs
-                          FROM ({applied}) a)))
+                SELECT id AS conversation_id, unnest(msgs) AS _s,
+                       unnest(range(len(msgs))) AS position
+                FROM (SELECT a.id, COALESCE(d._p.messages, []) AS msgs
+                      FROM applied_details a JOIN {details} d ON d.rowid = a.drow))
             WHERE _s.id IS NOT NULL
             ON CONFLICT (id) DO NOTHING""",
         [run_id],
