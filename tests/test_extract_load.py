@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from conftest import ACME_KEY, RunningSandbox
@@ -58,3 +59,73 @@ def test_only_changed_transcripts_are_rewritten(start_sandbox: Any, tmp_path: Pa
     rewritten = {cid for cid, run in runs.items() if run == refresh.run_id}
     assert rewritten == changed & set(runs)
     assert {runs[cid] for cid in set(runs) - changed} == {first.run_id}
+
+
+def _load_batch(con: Any, pages: list[dict[str, Any]], details: list[dict[str, Any]]) -> None:
+    """One batch through the loader as the runner commits it (conversations stream)."""
+    from datetime import UTC, datetime
+
+    from convo_analytics.warehouse import WHOLE_BODY, RecordPaths, transaction
+    from convo_analytics.warehouse import _load as load
+
+    paths, now = RecordPaths("data", "id", "updatedAt"), datetime.now(UTC)
+    with transaction(con):
+        load.stage_records(con, "listed", [orjson.dumps(p) for p in pages], paths)
+        load.insert_raw(con, "raw_conversations", "listed", "run", now)
+        whole = RecordPaths(WHOLE_BODY, "id", "updatedAt")
+        bodies = [orjson.dumps(d) for d in details]
+        load.stage_records(con, "detailed", bodies, whole, load.DETAIL_STRUCTURE)
+        load.insert_raw(con, "raw_conversation_details", "detailed", "run", now)
+        load.merge_conversations(con, "listed", "detailed", "run", now)
+
+
+def _conversation(cid: str, updated: str, messages: list[str]) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "updatedAt": updated,
+        "messageCount": len(messages),
+        "messages": [{"id": m, "role": "user", "text": m} for m in messages],
+    }
+
+
+def test_raw_versions_and_messages_stay_unique_without_indexes(tmp_path: Path) -> None:
+    """Repeats within a batch and across batches are stored once, with no index to enforce it."""
+    from convo_analytics.warehouse import open_warehouse
+
+    con = open_warehouse(tmp_path / "w.duckdb")
+    keyed = con.execute(
+        "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY' "
+        "AND table_name IN ('raw_conversations', 'raw_conversation_details', 'messages')"
+    ).fetchall()
+    assert keyed == [], "the raw tables and messages are unique by construction"
+    a1 = _conversation("c1", "2026-11-01T10:00:00.000Z", ["m1", "m2"])
+    b1 = _conversation("c2", "2026-11-01T11:00:00.000Z", ["m3"])
+    listed = [{"id": c["id"], "updatedAt": c["updatedAt"]} for c in (a1, b1)]
+    # the same page and the same detail twice in one batch (a listing that moved under us)
+    _load_batch(con, [{"data": listed}, {"data": listed[:1]}], [a1, b1, a1])
+    _load_batch(con, [{"data": listed}], [a1, b1])  # a re-fetch of the same versions
+    a2 = _conversation("c1", "2026-11-02T10:00:00.000Z", ["m1", "m4"])
+    c3 = _conversation("c3", "2026-11-02T11:00:00.000Z", ["m3", "m5"])  # m3 is c2's: kept there
+    later = [{"id": c["id"], "updatedAt": c["updatedAt"]} for c in (a2, c3)]
+    _load_batch(con, [{"data": later}], [a2, c3])
+
+    def rows(sql: str) -> list[tuple[Any, ...]]:
+        return con.execute(sql).fetchall()
+
+    assert rows("SELECT id, count(*) FROM raw_conversations GROUP BY id ORDER BY id") == [
+        ("c1", 2),
+        ("c2", 1),
+        ("c3", 1),
+    ]
+    assert rows("SELECT id, count(*) FROM raw_conversation_details GROUP BY id ORDER BY id") == [
+        ("c1", 2),
+        ("c2", 1),
+        ("c3", 1),
+    ]
+    assert rows("SELECT conversation_id, id, position FROM messages ORDER BY id") == [
+        ("c1", "m1", 0),
+        ("c2", "m3", 0),
+        ("c1", "m4", 1),
+        ("c3", "m5", 1),
+    ]
+    con.close()

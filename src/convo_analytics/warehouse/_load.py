@@ -219,11 +219,25 @@ DETAIL_STRUCTURE = {**_structure(CONVERSATIONS.columns), "messages": [_structure
 def insert_raw(
     con: duckdb.DuckDBPyConnection, raw_table: str, stage: str, run_id: str, fetched: datetime
 ) -> None:
+    """Store the staged versions not stored yet (the raw tables have no index, see Table).
+
+    A version repeated within the batch is taken once, and one already in the
+    table is left out by an anti-join on ``(id, payload_hash)``.
+    """
     con.execute(
-        f"INSERT INTO {raw_table} SELECT id, payload_hash, updated_at, payload, ?, ? "
-        f"FROM {stage} WHERE id IS NOT NULL ON CONFLICT DO NOTHING",
+        f"""INSERT INTO {raw_table}
+            SELECT s.id, s.payload_hash, s.updated_at, s.payload, ?, ?
+            FROM (SELECT min(rowid) AS first FROM {stage} WHERE id IS NOT NULL
+                  GROUP BY id, payload_hash) f
+            JOIN {stage} s ON s.rowid = f.first
+            {_absent_from(raw_table, "s")}""",
         [fetched, run_id],
     )
+
+
+def _absent_from(raw_table: str, alias: str) -> str:
+    """The anti-join that keeps a raw table's ``(id, payload_hash)`` unique without an index."""
+    return f"ANTI JOIN {raw_table} r ON r.id = {alias}.id AND r.payload_hash = {alias}.payload_hash"
 
 
 def classify(con: duckdb.DuckDBPyConnection, stage: str, typed: str) -> PageCounts:
@@ -337,13 +351,16 @@ def _replace_messages(con: duckdb.DuckDBPyConnection, details: str, run_id: str)
         {"conversation_id": "conversation_id", "position": "position", "run_id": "?"},
     )
     con.execute(
-        f"""INSERT INTO messages SELECT {select} FROM (
-                SELECT id AS conversation_id, unnest(msgs) AS _s,
-                       unnest(range(len(msgs))) AS position
-                FROM (SELECT a.id, COALESCE(d._p.messages, []) AS msgs
-                      FROM applied_details a JOIN {details} d ON d.rowid = a.drow))
-            WHERE _s.id IS NOT NULL
-            ON CONFLICT (id) DO NOTHING""",
+        f"""INSERT INTO messages SELECT n.* FROM (
+                SELECT {select} FROM (
+                    SELECT id AS conversation_id, unnest(msgs) AS _s,
+                           unnest(range(len(msgs))) AS position
+                    FROM (SELECT a.id, COALESCE(d._p.messages, []) AS msgs
+                          FROM applied_details a JOIN {details} d ON d.rowid = a.drow))
+                WHERE _s.id IS NOT NULL
+                QUALIFY row_number() OVER (PARTITION BY _s.id ORDER BY conversation_id, position)
+                    = 1
+            ) n ANTI JOIN messages m ON m.id = n.id""",
         [run_id],
     )
 
@@ -399,8 +416,9 @@ def merge_summary(
     )
     con.execute(
         f"""INSERT INTO raw_service_summaries
-            SELECT {raw_id}, md5(s::VARCHAR), NULL, s, ?, ?
-            FROM (SELECT body::JSON AS s FROM summary_body) ON CONFLICT DO NOTHING""",
+            SELECT n.* FROM (SELECT {raw_id} AS id, md5(s::VARCHAR) AS payload_hash, NULL, s, ?, ?
+                             FROM (SELECT body::JSON AS s FROM summary_body)) n
+            {_absent_from("raw_service_summaries", "n")}""",
         [fetched, run_id],
     )
     con.execute(
