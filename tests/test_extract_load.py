@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -129,3 +131,59 @@ def test_raw_versions_and_messages_stay_unique_without_indexes(tmp_path: Path) -
         ("c3", "m5", 1),
     ]
     con.close()
+
+
+def test_batches_commit_in_the_loader_thread_while_fetching_goes_on(
+    start_sandbox: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first commit holds on until the event loop has sent more requests, which it can
+    only do if the commit does not block it."""
+    running: RunningSandbox = start_sandbox(conversations=120)
+    db = tmp_path / "w.duckdb"
+    threads: list[str] = []
+    progressed: list[bool] = []
+    commit = Extraction._commit
+
+    def slow_commit(
+        ext: Extraction, stream: Any, batch: Any, paths: Any, result: Any, *a: Any
+    ) -> None:
+        threads.append(threading.current_thread().name)
+        if not progressed:
+            before = result.stats.requests
+            waited = 0.0
+            while result.stats.requests == before and waited < 20:
+                time.sleep(0.01)
+                waited += 0.01
+            progressed.append(result.stats.requests > before)
+        commit(ext, stream, batch, paths, result, *a)
+
+    monkeypatch.setattr(Extraction, "_commit", slow_commit)
+    assert extract(running.url, ACME_KEY, db, batch_records=40, page_size=20).ok
+    assert progressed == [True], "requests went out while the first batch was committing"
+    assert threads and all(name.startswith("convo-load") for name in threads)
+    assert_complete(db, running.sandbox.workspaces["ws_acme"])
+
+
+def test_a_failed_commit_fails_the_run_and_a_rerun_completes(
+    start_sandbox: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running: RunningSandbox = start_sandbox(conversations=120)
+    db = tmp_path / "w.duckdb"
+    commit = Extraction._commit
+    calls: list[int] = []
+
+    def failing(ext: Extraction, *args: Any) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("disk full")
+        commit(ext, *args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Extraction, "_commit", failing)
+        with pytest.raises(RuntimeError, match="disk full"):
+            extract(running.url, ACME_KEY, db, batch_records=40, page_size=20)
+    assert len(calls) == 2, "no batch is committed after one failed"
+    held = warehouse_rows(db, "SELECT count(*) FROM conversations")[0][0]
+    assert 0 < held < 120
+    assert extract(running.url, ACME_KEY, db).ok
+    assert_complete(db, running.sandbox.workspaces["ws_acme"])

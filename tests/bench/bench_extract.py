@@ -110,7 +110,8 @@ LOAD_STEPS = (
 
 
 class LoadClock:
-    """Time spent in Extraction._commit and in each load function it calls.
+    """Time spent in Extraction._commit (in the loader thread), in each load function it
+    calls, and in the run's final checkpoint (Extraction._checkpoint).
 
     Installed by wrapping module attributes in the child process only: the
     runner calls ``load.stage_records(...)`` and so on through the module, so
@@ -610,16 +611,18 @@ def bench_extract_100k(ctx: BenchContext, report: Report) -> None:
         rate(records, seconds),
         "rec/s",
     )
-    load_rate = rate(records, clock["commit_seconds"])
+    load_seconds = clock["commit_seconds"] + clock["checkpoint_seconds"]
+    load_rate = rate(records, load_seconds)
     target, ok = aim(load_rate)
-    report.add("load stage alone: time in _commit", clock["commit_seconds"], "s")
+    report.add("load stage alone: time in _commit + final CHECKPOINT", load_seconds, "s")
     report.add("load stage alone: records/s", load_rate, "rec/s", target=target, ok=ok)
     report.add(
-        "load stage share of wall time (blocks the event loop)",
-        100 * clock["commit_seconds"] / seconds,
+        "load stage share of wall time (loader thread, fetching goes on)",
+        100 * load_seconds / seconds,
         "%",
     )
-    note_load_steps(report, "load", clock["steps"], clock["commit_seconds"])
+    steps = {**clock["steps"], "final CHECKPOINT": clock["checkpoint_seconds"]}
+    note_load_steps(report, "load", steps, load_seconds)
     report.add("commits", clock["commits"])
     report.add("peak RSS of the extractor (child VmHWM)", data["peak_rss_mib"], "MiB")
     report.add("RSS of the extractor at the end", data["rss_mib"], "MiB")
