@@ -60,6 +60,11 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '\\"') + '"'
 
 
+def _ident(name: str) -> str:
+    """An SQL identifier (a struct field), quoted."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _path(dotted: str) -> str:
     return "$." + ".".join(_q(part) for part in dotted.split("."))
 
@@ -98,7 +103,7 @@ def _structure(columns: Sequence[Column]) -> dict[str, Any]:
 
 def _access(col: Column, struct: str) -> str:
     assert col.source is not None
-    path = ".".join('"' + p.replace('"', '""') + '"' for p in col.source[2:].split("."))
+    path = ".".join(_ident(p) for p in col.source[2:].split("."))
     value = f"{struct}.{path}"
     return _ts(value) if col.type.startswith("TIMESTAMPTZ") else value
 
@@ -107,30 +112,41 @@ def _records_sql(paths: RecordPaths, source: str, parse: dict[str, Any] | None =
     """SQL selecting payload, id, updated_at, created_at and hash of every record in ``source``.
 
     The key fields come from one parse of each record (a list of JSON paths);
-    ``parse``, when given, adds the record parsed into that structure as ``_p``.
+    ``parse``, when given, adds the record parsed into that structure as ``_p``,
+    and supplies the key fields too when they are top-level text fields of it.
     """
     if paths.envelope == WHOLE_BODY:
         records = "body::JSON"
     elif paths.envelope is None:
         records = "unnest(from_json(body, '[\"JSON\"]'))"
     else:
-        envelope = '"' + paths.envelope.replace('"', '""') + '"'
+        envelope = _ident(paths.envelope)
         records = (
             f"unnest(from_json(body, '{_quoted_structure({paths.envelope: ['JSON']})}').{envelope})"
         )
     wanted = [p for p in (paths.id, paths.updated, paths.created) if p]
-    keys = ", ".join("'" + _path(p).replace("'", "''") + "'" for p in wanted)
+    if parse and all(parse.get(p) == "VARCHAR" for p in wanted):
+        # the key fields are top-level text fields of the structure: read them from its parse
+        keyed = f"json_transform(r, '{_quoted_structure(parse)}') AS _p"
 
-    def field(dotted: str | None) -> str:
-        return f"k[{wanted.index(dotted) + 1}]" if dotted else "NULL"
+        def field(dotted: str | None) -> str:
+            return f"_p.{_ident(dotted)}" if dotted else "NULL"
 
-    parsed = f", json_transform(r, '{_quoted_structure(parse)}') AS _p" if parse else ""
+    else:
+        keys = ", ".join("'" + _path(p).replace("'", "''") + "'" for p in wanted)
+        keyed = f"json_extract_string(r, [{keys}]) AS k"
+        if parse:
+            keyed += f", json_transform(r, '{_quoted_structure(parse)}') AS _p"
+
+        def field(dotted: str | None) -> str:
+            return f"k[{wanted.index(dotted) + 1}]" if dotted else "NULL"
+
     return (
         f"SELECT payload, id, {_ts('updated_text')} AS updated_at, "
         f"{_ts('created_text')} AS created_at, payload_hash{', _p' if parse else ''} FROM ("
         f"SELECT r AS payload, {field(paths.id)} AS id, {field(paths.updated)} AS updated_text, "
-        f"{field(paths.created)} AS created_text, md5(r::VARCHAR) AS payload_hash{parsed} "
-        f"FROM (SELECT r, json_extract_string(r, [{keys}]) AS k "
+        f"{field(paths.created)} AS created_text, md5(r::VARCHAR) AS payload_hash"
+        f"{', _p' if parse else ''} FROM (SELECT r, {keyed} "
         f"FROM (SELECT {records} AS r FROM {source})))"
     )
 
