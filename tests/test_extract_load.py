@@ -101,7 +101,7 @@ def test_raw_versions_and_messages_stay_unique_without_indexes(tmp_path: Path) -
     ).fetchall()
     assert keyed == [], "the raw tables and messages are unique by construction"
     a1 = _conversation("c1", "2026-11-01T10:00:00.000Z", ["m1", "m2"])
-    b1 = _conversation("c2", "2026-11-01T11:00:00.000Z", ["m3"])
+    b1 = _conversation("c2", "2026-11-01T11:00:00.000Z", ["m3", "m2"])  # m2 is c1's too
     listed = [{"id": c["id"], "updatedAt": c["updatedAt"]} for c in (a1, b1)]
     # the same page and the same detail twice in one batch (a listing that moved under us)
     _load_batch(con, [{"data": listed}, {"data": listed[:1]}], [a1, b1, a1])

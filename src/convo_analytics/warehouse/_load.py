@@ -366,16 +366,28 @@ def _replace_messages(con: duckdb.DuckDBPyConnection, details: str, run_id: str)
         "m",
         {"conversation_id": "conversation_id", "position": "position", "run_id": "?"},
     )
+    transcripts = (
+        f"SELECT a.id, COALESCE(d._p.messages, []) AS msgs "
+        f"FROM applied_details a JOIN {details} d ON d.rowid = a.drow"
+    )
+    # A message id repeated within the batch is stored once, where it comes first; the
+    # window that picks it is only paid for when the cheap count finds such a repeat.
+    row = con.execute(
+        f"SELECT count(m.id) - count(DISTINCT m.id) FROM "
+        f"(SELECT unnest(msgs) AS m FROM ({transcripts}))"
+    ).fetchone()
+    first = (
+        "QUALIFY row_number() OVER (PARTITION BY _s.id ORDER BY conversation_id, position) = 1"
+        if row is not None and row[0]
+        else ""
+    )
     con.execute(
         f"""INSERT INTO messages SELECT n.* FROM (
                 SELECT {select} FROM (
                     SELECT id AS conversation_id, unnest(msgs) AS _s,
                            unnest(range(len(msgs))) AS position
-                    FROM (SELECT a.id, COALESCE(d._p.messages, []) AS msgs
-                          FROM applied_details a JOIN {details} d ON d.rowid = a.drow))
-                WHERE _s.id IS NOT NULL
-                QUALIFY row_number() OVER (PARTITION BY _s.id ORDER BY conversation_id, position)
-                    = 1
+                    FROM ({transcripts}))
+                WHERE _s.id IS NOT NULL {first}
             ) n ANTI JOIN messages m ON m.id = n.id""",
         [run_id],
     )
