@@ -110,7 +110,8 @@ LOAD_STEPS = (
 
 
 class LoadClock:
-    """Time spent in Extraction._commit and in each load function it calls.
+    """Time spent in Extraction._commit (in the loader thread), in each load function it
+    calls, and in the run's final checkpoint (Extraction._checkpoint).
 
     Installed by wrapping module attributes in the child process only: the
     runner calls ``load.stage_records(...)`` and so on through the module, so
@@ -123,6 +124,7 @@ class LoadClock:
         self.calls: Counter[str] = Counter()
         self.commits = 0
         self.commit_seconds = 0.0
+        self.checkpoint_seconds = 0.0
         self.listed = 0
         self.details = 0
 
@@ -147,6 +149,16 @@ class LoadClock:
                 self.details += len(batch.details)
 
         Extraction._commit = timed_commit  # type: ignore[method-assign]
+        checkpoint = Extraction._checkpoint
+
+        def timed_checkpoint(ext: Any) -> None:
+            started = time.perf_counter()
+            try:
+                checkpoint(ext)
+            finally:
+                self.checkpoint_seconds += time.perf_counter() - started
+
+        Extraction._checkpoint = timed_checkpoint  # type: ignore[method-assign]
 
     def _wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -173,6 +185,7 @@ class LoadClock:
         return {
             "commits": self.commits,
             "commit_seconds": self.commit_seconds,
+            "checkpoint_seconds": self.checkpoint_seconds,
             "listed": self.listed,
             "details": self.details,
             "steps": self.steps(),
@@ -345,7 +358,7 @@ def child_load(bodies_dir: str, db: str, mode: str) -> None:
     from convo_analytics.extract._runner import Extraction, StreamResult, _Batch
     from convo_analytics.extract._schema_drift import SchemaTracker
     from convo_analytics.extract._streams import CONVERSATIONS, LEADS, ExtractConfig
-    from convo_analytics.warehouse import RecordPaths, open_warehouse
+    from convo_analytics.warehouse import RecordPaths, defer_checkpoints, open_warehouse
 
     src = Path(bodies_dir)
     conv_pages = _read_lines(src / "conversations.jsonl")
@@ -363,6 +376,7 @@ def child_load(bodies_dir: str, db: str, mode: str) -> None:
     config = ExtractConfig(base_url="http://127.0.0.1:9", api_key=KEY, db_path=Path(db))
     ext = Extraction(config)
     ext.con = open_warehouse(Path(db))
+    defer_checkpoints(ext.con)  # as Extraction.run does
     paths = RecordPaths("data", "id", "updatedAt")
     mark = datetime.now(UTC)
     plan: list[tuple[Any, list[bytes], list[bytes]]] = [(CONVERSATIONS, conv_pages, details)]
@@ -382,8 +396,9 @@ def child_load(bodies_dir: str, db: str, mode: str) -> None:
                 ext._commit(stream, batch, paths, result, tracker, mark)
                 batch = _Batch()
         tracker.finish()
-    # Closing checkpoints what is still in the WAL: part of the load, as at the end of a run.
+    # The run's one checkpoint, at its end: part of the load.
     closing = time.perf_counter()
+    ext._checkpoint()
     ext.con.close()
     close_seconds = time.perf_counter() - closing
     seconds = time.perf_counter() - started
@@ -596,16 +611,18 @@ def bench_extract_100k(ctx: BenchContext, report: Report) -> None:
         rate(records, seconds),
         "rec/s",
     )
-    load_rate = rate(records, clock["commit_seconds"])
+    load_seconds = clock["commit_seconds"] + clock["checkpoint_seconds"]
+    load_rate = rate(records, load_seconds)
     target, ok = aim(load_rate)
-    report.add("load stage alone: time in _commit", clock["commit_seconds"], "s")
+    report.add("load stage alone: time in _commit + final CHECKPOINT", load_seconds, "s")
     report.add("load stage alone: records/s", load_rate, "rec/s", target=target, ok=ok)
     report.add(
-        "load stage share of wall time (blocks the event loop)",
-        100 * clock["commit_seconds"] / seconds,
+        "load stage share of wall time (loader thread, fetching goes on)",
+        100 * load_seconds / seconds,
         "%",
     )
-    note_load_steps(report, "load", clock["steps"], clock["commit_seconds"])
+    steps = {**clock["steps"], "final CHECKPOINT": clock["checkpoint_seconds"]}
+    note_load_steps(report, "load", steps, load_seconds)
     report.add("commits", clock["commits"])
     report.add("peak RSS of the extractor (child VmHWM)", data["peak_rss_mib"], "MiB")
     report.add("RSS of the extractor at the end", data["rss_mib"], "MiB")

@@ -6,15 +6,17 @@ loaded in batches (a few thousand records, or a few seconds at a slow rate
 limit), each batch in one transaction together with its bookmark, so a run
 killed at any moment resumes from its last committed batch and nothing is
 loaded twice (raw versions are keyed by content, typed rows merged on id).
+Batches are committed in a loader thread while the event loop fetches on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import secrets
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -48,6 +50,7 @@ from convo_analytics.extract._streams import LIST_STREAMS, SUMMARY_PATH, Extract
 from convo_analytics.warehouse import (
     WHOLE_BODY,
     RecordPaths,
+    defer_checkpoints,
     open_warehouse,
     read_bookmark,
     transaction,
@@ -161,6 +164,48 @@ class _Batch:
             self.max_updated = newest if self.max_updated is None else max(self.max_updated, newest)
 
 
+class _Loader:
+    """Commits batches in one worker thread while the event loop goes on fetching.
+
+    DuckDB releases the GIL while it works, so pages and details keep arriving
+    during a commit. Commits run one at a time, in order: handing over a batch
+    first waits for the previous commit (and raises its error), so at most one
+    batch is being committed while the next one is fetched.
+    """
+
+    def __init__(self) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="convo-load")
+        self._pending: concurrent.futures.Future[None] | None = None
+
+    async def submit(self, commit: Callable[..., None], *args: Any) -> None:
+        await self.drain()
+        self._pending = self._pool.submit(commit, *args)
+
+    async def drain(self) -> None:
+        """Wait for the commit under way, raising its error."""
+        pending = self._pending
+        if pending is None:
+            return
+        try:
+            await asyncio.wrap_future(pending)
+        finally:
+            if pending.done():
+                self._pending = None
+
+    def wait(self) -> None:
+        """Block until a commit under way has ended (when leaving a stream on an error)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        concurrent.futures.wait([pending])
+        if not pending.cancelled() and (error := pending.exception()) is not None:
+            log.error("a batch failed to commit while the stream was failing: %s", error)
+
+    def close(self) -> None:
+        self.wait()
+        self._pool.shutdown()
+
+
 class Extraction:
     def __init__(
         self, config: ExtractConfig, progress: ProgressSink | None = None, transport: Any = None
@@ -171,11 +216,16 @@ class Extraction:
         self.started = datetime.now(UTC)
         self._transport = transport
         self.con: duckdb.DuckDBPyConnection | None = None
+        #: Reads that the event loop makes while the loader thread writes (its own connection).
+        self.reader: duckdb.DuckDBPyConnection | None = None
+        self._loader = _Loader()
 
     async def run(self) -> ExtractResult:
         cfg = self.config
         clock = time.monotonic()
         self.con = open_warehouse(cfg.db_path)
+        defer_checkpoints(self.con)
+        self.reader = self.con.cursor()
         limiter = AdaptiveLimiter(RateLimitPolicy.parse(cfg.rate_limit))
         client = ServiceClient(
             cfg.base_url,
@@ -209,7 +259,12 @@ class Extraction:
                 self.progress.finish(name, result.summary())
         finally:
             await client.aclose()
-            self.con.close()
+            self._loader.close()
+            try:
+                self._checkpoint()
+            finally:
+                self.reader.close()
+                self.con.close()
         return ExtractResult(self.run_id, cfg.mode, results, time.monotonic() - clock)
 
     # -- list streams --------------------------------------------------------------------
@@ -248,57 +303,65 @@ class Extraction:
         fetch: asyncio.Task[Any] | None = asyncio.ensure_future(
             client.get(request.url, dict(request.params) or None, result.stats, stream.path)
         )
-        while fetch is not None:
-            response, data = await fetch
-            fetch = None
-            records, envelope = find_records(data, cfg.envelope)
-            if fields is None and records:
-                fields = detect_fields(records, envelope, self._field_overrides())
-            if paginator is None:
-                paginator = detect_paginator(
-                    response,
-                    data,
-                    records,
-                    page_size=cfg.page_size,
-                    request=request,
-                    options=cfg.pagination_options,
+        try:
+            while fetch is not None:
+                response, data = await fetch
+                fetch = None
+                records, envelope = find_records(data, cfg.envelope)
+                if fields is None and records:
+                    fields = detect_fields(records, envelope, self._field_overrides())
+                if paginator is None:
+                    paginator = detect_paginator(
+                        response,
+                        data,
+                        records,
+                        page_size=cfg.page_size,
+                        request=request,
+                        options=cfg.pagination_options,
+                    )
+                    result.pagination = paginator.style
+                else:
+                    paginator.update_state(response, data, records)
+                    result.pagination = paginator.style
+                result.pages += 1
+                if records and paginator.has_next_page:
+                    paginator.update_request(request)
+                    fetch = asyncio.ensure_future(
+                        client.get(
+                            request.url, dict(request.params) or None, result.stats, stream.path
+                        )
+                    )
+                if not records:
+                    continue
+                assert fields is not None
+                paths = paths or RecordPaths(envelope, fields.id, fields.updated, fields.created)
+                updated = [t for r in records if (t := _updated(r, fields)) is not None]
+                page_sorted = updated == sorted(updated) and (
+                    not updated or previous_max is None or updated[0] >= previous_max
                 )
-                result.pagination = paginator.style
-            else:
-                paginator.update_state(response, data, records)
-                result.pagination = paginator.style
-            result.pages += 1
-            if records and paginator.has_next_page:
-                paginator.update_request(request)
-                fetch = asyncio.ensure_future(
-                    client.get(request.url, dict(request.params) or None, result.stats, stream.path)
+                ordered = ordered and page_sorted and len(updated) == len(records)
+                if updated:
+                    previous_max = (
+                        max(updated) if previous_max is None else max(previous_max, max(updated))
+                    )
+                details = await self._details(client, stream, records, fields, result)
+                batch.add(response.content, details, records, updated)
+                result.records += len(records)
+                self.progress.update(
+                    stream.name, records=result.records, requests=result.stats.requests
                 )
-            if not records:
-                continue
-            assert fields is not None
-            paths = paths or RecordPaths(envelope, fields.id, fields.updated, fields.created)
-            updated = [t for r in records if (t := _updated(r, fields)) is not None]
-            page_sorted = updated == sorted(updated) and (
-                not updated or previous_max is None or updated[0] >= previous_max
-            )
-            ordered = ordered and page_sorted and len(updated) == len(records)
-            if updated:
-                previous_max = (
-                    max(updated) if previous_max is None else max(previous_max, max(updated))
-                )
-            details = await self._details(client, stream, records, fields, result)
-            batch.add(response.content, details, records, updated)
-            result.records += len(records)
-            self.progress.update(
-                stream.name, records=result.records, requests=result.stats.requests
-            )
-            due = time.monotonic() - batch.opened >= cfg.batch_seconds
-            if batch.records >= cfg.batch_records or due or fetch is None:
-                mark = batch.max_updated if ordered and advance else None
-                self._commit(stream, batch, paths, result, tracker, mark)
-                batch = _Batch()
-        if batch.pages and paths is not None:
-            self._commit(stream, batch, paths, result, tracker, None)
+                due = time.monotonic() - batch.opened >= cfg.batch_seconds
+                if batch.records >= cfg.batch_records or due or fetch is None:
+                    mark = batch.max_updated if ordered and advance else None
+                    await self._loader.submit(
+                        self._commit, stream, batch, paths, result, tracker, mark
+                    )
+                    batch = _Batch()
+            if batch.pages and paths is not None:
+                await self._loader.submit(self._commit, stream, batch, paths, result, tracker, None)
+            await self._loader.drain()
+        finally:
+            self._loader.wait()  # a stream that fails leaves no commit running
         if advance and previous_max is not None:
             # Unordered listings can hide a record that changed behind our position: never
             # move the mark past the moment this run began (minus the lookback, next time).
@@ -347,12 +410,12 @@ class Extraction:
         return bodies
 
     def _needing_detail(self, records: list[dict[str, Any]], fields: FieldMap) -> list[str]:
-        assert self.con is not None
         ids = [str(r[fields.id]) for r in records if r.get(fields.id) is not None]
         if self.config.mode != "incremental":
             return list(dict.fromkeys(ids))
+        assert self.reader is not None
         have = dict(
-            self.con.execute(
+            self.reader.execute(
                 "SELECT id, detail_updated_at FROM conversations WHERE id IN (SELECT unnest(?))",
                 [ids],
             ).fetchall()
@@ -385,9 +448,8 @@ class Extraction:
             load.insert_raw(con, stream.raw_table, "listed", self.run_id, now)
             detailed = None
             if stream.detail_raw_table and batch.details:
-                load.stage_records(
-                    con, "detailed", batch.details, RecordPaths(WHOLE_BODY, paths.id, paths.updated)
-                )
+                whole = RecordPaths(WHOLE_BODY, paths.id, paths.updated)
+                load.stage_records(con, "detailed", batch.details, whole, load.DETAIL_STRUCTURE)
                 load.insert_raw(con, stream.detail_raw_table, "detailed", self.run_id, now)
                 detailed = "detailed"
             if stream.name == "conversations":
@@ -400,6 +462,11 @@ class Extraction:
         result.new += counts.new
         result.changed += counts.changed
         result.unchanged += counts.unchanged
+
+    def _checkpoint(self) -> None:
+        """The run's one checkpoint (see ``defer_checkpoints``): the log goes into the file."""
+        assert self.con is not None
+        self.con.execute("CHECKPOINT")
 
     # -- the service's summary ----------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from convo_analytics.warehouse._connection import (
     ALL_TABLES,
     WarehouseBusy,
+    defer_checkpoints,
     ensure_schema,
     open_warehouse,
     read_bookmark,
@@ -20,6 +21,7 @@ __all__ = [
     "RecordPaths",
     "Table",
     "WarehouseBusy",
+    "defer_checkpoints",
     "ensure_schema",
     "open_warehouse",
     "read_bookmark",

@@ -44,6 +44,17 @@ def open_warehouse(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyCon
     return con
 
 
+#: WAL size at which a loading connection checkpoints. DuckDB's default (16 MiB) made a
+#: run checkpoint every batch or two, rewriting the tables' indexes each time; a run
+#: checkpoints once instead, at its end (a killed run's log is replayed on the next open).
+LOAD_CHECKPOINT_THRESHOLD = "1GB"
+
+
+def defer_checkpoints(con: duckdb.DuckDBPyConnection) -> None:
+    """Let the write-ahead log grow during a bulk load; call ``CHECKPOINT`` when done."""
+    con.execute(f"SET checkpoint_threshold = '{LOAD_CHECKPOINT_THRESHOLD}'")
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "

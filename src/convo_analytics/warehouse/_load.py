@@ -62,6 +62,11 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '\\"') + '"'
 
 
+def _ident(name: str) -> str:
+    """An SQL identifier (a struct field), quoted."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _path(dotted: str) -> str:
     return "$." + ".".join(_q(part) for part in dotted.split("."))
 
@@ -113,29 +118,51 @@ def _access(col: Column, struct: str, structure: dict[str, Any]) -> str:
         if not isinstance(node, dict):
             value = f"({value}->>'{_path('.'.join(parts[i:]))}')"
             break
-        value += '."' + part.replace('"', '""') + '"'
+        value += "." + _ident(part)
         node = node.get(part)
     return _ts(value) if col.type.startswith("TIMESTAMPTZ") else value
 
 
-def _records_sql(paths: RecordPaths, source: str) -> str:
-    """SQL selecting payload, id, updated_at and hash of every record in ``source``(body)."""
+def _records_sql(paths: RecordPaths, source: str, parse: dict[str, Any] | None = None) -> str:
+    """SQL selecting payload, id, updated_at, created_at and hash of every record in ``source``.
+
+    The key fields come from one parse of each record (a list of JSON paths);
+    ``parse``, when given, adds the record parsed into that structure as ``_p``,
+    and supplies the key fields too when they are top-level text fields of it.
+    """
     if paths.envelope == WHOLE_BODY:
         records = "body::JSON"
     elif paths.envelope is None:
         records = "unnest(from_json(body, '[\"JSON\"]'))"
     else:
-        structure = orjson.dumps({paths.envelope: ["JSON"]}).decode().replace("'", "''")
-        key = '"' + paths.envelope.replace('"', '""') + '"'
-        records = f"unnest(from_json(body, '{structure}').{key})"
-    updated = f"r->>'{_path(paths.updated)}'" if paths.updated else "NULL"
-    created = f"r->>'{_path(paths.created)}'" if paths.created else "NULL"
+        envelope = _ident(paths.envelope)
+        records = (
+            f"unnest(from_json(body, '{_quoted_structure({paths.envelope: ['JSON']})}').{envelope})"
+        )
+    wanted = [p for p in (paths.id, paths.updated, paths.created) if p]
+    if parse and all(parse.get(p) == "VARCHAR" for p in wanted):
+        # the key fields are top-level text fields of the structure: read them from its parse
+        keyed = f"json_transform(r, '{_quoted_structure(parse)}') AS _p"
+
+        def field(dotted: str | None) -> str:
+            return f"_p.{_ident(dotted)}" if dotted else "NULL"
+
+    else:
+        keys = ", ".join("'" + _path(p).replace("'", "''") + "'" for p in wanted)
+        keyed = f"json_extract_string(r, [{keys}]) AS k"
+        if parse:
+            keyed += f", json_transform(r, '{_quoted_structure(parse)}') AS _p"
+
+        def field(dotted: str | None) -> str:
+            return f"k[{wanted.index(dotted) + 1}]" if dotted else "NULL"
+
     return (
         f"SELECT payload, id, {_ts('updated_text')} AS updated_at, "
-        f"{_ts('created_text')} AS created_at, payload_hash FROM ("
-        f"SELECT r AS payload, r->>'{_path(paths.id)}' AS id, {updated} AS updated_text, "
-        f"{created} AS created_text, md5(r::VARCHAR) AS payload_hash "
-        f"FROM (SELECT {records} AS r FROM {source}))"
+        f"{_ts('created_text')} AS created_at, payload_hash{', _p' if parse else ''} FROM ("
+        f"SELECT r AS payload, {field(paths.id)} AS id, {field(paths.updated)} AS updated_text, "
+        f"{field(paths.created)} AS created_text, md5(r::VARCHAR) AS payload_hash"
+        f"{', _p' if parse else ''} FROM (SELECT r, {keyed} "
+        f"FROM (SELECT {records} AS r FROM {source})))"
     )
 
 
@@ -163,10 +190,13 @@ def _typed_select(table: Table, record: str, computed: dict[str, str]) -> str:
     return ", ".join(exprs)
 
 
+def _quoted_structure(structure: dict[str, Any]) -> str:
+    return orjson.dumps(structure).decode().replace("'", "''")
+
+
 def _parsed(table: Table, record: str) -> str:
     """The struct expression ``_typed_select`` reads from (add it to the inner SELECT)."""
-    structure = orjson.dumps(_structure(table.columns)).decode().replace("'", "''")
-    return f"json_transform({record}, '{structure}') AS _s"
+    return f"json_transform({record}, '{_quoted_structure(_structure(table.columns))}') AS _s"
 
 
 def _key_times(table: Table) -> dict[str, str]:
@@ -199,22 +229,54 @@ def _drop_bodies(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 
 def stage_records(
-    con: duckdb.DuckDBPyConnection, stage: str, bodies: Sequence[bytes], paths: RecordPaths
+    con: duckdb.DuckDBPyConnection,
+    stage: str,
+    bodies: Sequence[bytes],
+    paths: RecordPaths,
+    parse: dict[str, Any] | None = None,
 ) -> None:
-    """Split response bodies into the temporary table ``stage`` (payload, id, updated_at, hash)."""
+    """Split response bodies into the temporary table ``stage`` (payload, id, updated_at, hash).
+
+    With ``parse``, each record is also parsed into that structure (column ``_p``).
+    """
     _bodies(con, f"{stage}_bodies", bodies)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {stage} AS {_records_sql(paths, f'{stage}_bodies')}")
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {stage} AS {_records_sql(paths, f'{stage}_bodies', parse)}"
+    )
     _drop_bodies(con, f"{stage}_bodies")
+
+
+#: A conversation's detail parsed once, while staging: its typed columns and its transcript.
+DETAIL_STRUCTURE = {
+    **_structure(CONVERSATIONS.columns),
+    "messages": [_structure(MESSAGES.columns)],
+    "escalations": [_structure(CONVERSATION_ESCALATIONS.columns)],
+    "guardrailEvents": [_structure(CONVERSATION_GUARDRAIL_EVENTS.columns)],
+}
 
 
 def insert_raw(
     con: duckdb.DuckDBPyConnection, raw_table: str, stage: str, run_id: str, fetched: datetime
 ) -> None:
+    """Store the staged versions not stored yet (the raw tables have no index, see Table).
+
+    A version repeated within the batch is taken once, and one already in the
+    table is left out by an anti-join on ``(id, payload_hash)``.
+    """
     con.execute(
-        f"INSERT INTO {raw_table} SELECT id, payload_hash, updated_at, payload, ?, ? "
-        f"FROM {stage} WHERE id IS NOT NULL ON CONFLICT DO NOTHING",
+        f"""INSERT INTO {raw_table}
+            SELECT s.id, s.payload_hash, s.updated_at, s.payload, ?, ?
+            FROM (SELECT min(rowid) AS first FROM {stage} WHERE id IS NOT NULL
+                  GROUP BY id, payload_hash) f
+            JOIN {stage} s ON s.rowid = f.first
+            {_absent_from(raw_table, "s")}""",
         [fetched, run_id],
     )
+
+
+def _absent_from(raw_table: str, alias: str) -> str:
+    """The anti-join that keeps a raw table's ``(id, payload_hash)`` unique without an index."""
+    return f"ANTI JOIN {raw_table} r ON r.id = {alias}.id AND r.payload_hash = {alias}.payload_hash"
 
 
 def classify(con: duckdb.DuckDBPyConnection, stage: str, typed: str) -> PageCounts:
@@ -223,7 +285,8 @@ def classify(con: duckdb.DuckDBPyConnection, stage: str, typed: str) -> PageCoun
         f"""SELECT count(*),
                    count(*) FILTER (WHERE t.id IS NULL),
                    count(*) FILTER (WHERE t.id IS NOT NULL AND s.updated_at > t.updated_at)
-            FROM (SELECT DISTINCT ON (id) * FROM {stage} ORDER BY id, updated_at DESC) s
+            FROM (SELECT DISTINCT ON (id) id, updated_at FROM {stage}
+                  ORDER BY id, updated_at DESC) s
             LEFT JOIN {typed} t USING (id)"""
     ).fetchone()
     assert row is not None
@@ -238,11 +301,24 @@ def merge_conversations(
     run_id: str,
     loaded: datetime,
 ) -> None:
-    """Upsert the newest version of each conversation; a detail beats its listed version."""
-    join = f"LEFT JOIN {details} d USING (id)" if details else ""
-    detail_payload = "d.payload" if details else "NULL::JSON"
-    detail_updated = "d.updated_at" if details else "NULL::TIMESTAMPTZ"
-    detail_created = "d.created_at" if details else "NULL::TIMESTAMPTZ"
+    """Upsert the newest version of each conversation; a detail beats its listed version.
+
+    ``details`` must be staged with ``DETAIL_STRUCTURE``: the detail's parse is
+    reused; only listed versions without a detail are parsed here.
+    """
+    listed_parse = f"json_transform(l.payload, '{_quoted_structure(DETAIL_STRUCTURE)}')"
+    if details:
+        # The newest version of each id is chosen on keys and row numbers, then joined
+        # back: sorting the parsed details (transcripts included) costs more than the merge.
+        join = f"LEFT JOIN {details} d USING (id)"
+        rows = f"JOIN {listed} l ON l.rowid = v.lrow LEFT JOIN {details} d ON d.rowid = v.drow"
+        parsed = f"CASE WHEN d.id IS NULL THEN {listed_parse} ELSE d._p END"
+        detail_updated, detail_created = "d.updated_at", "d.created_at"
+        _note_prior_details(con, details)
+    else:
+        join, rows, parsed = "", f"JOIN {listed} l ON l.rowid = v.lrow", listed_parse
+        detail_updated = detail_created = "NULL::TIMESTAMPTZ"
+    drow = "d.rowid" if details else "NULL"
     select = _typed_select(
         CONVERSATIONS,
         "r",
@@ -263,13 +339,13 @@ def merge_conversations(
     con.execute(
         f"""INSERT INTO conversations
             SELECT {select} FROM (
-                SELECT *, {_parsed(CONVERSATIONS, "r")} FROM (
-                    SELECT DISTINCT ON (l.id) l.id, COALESCE({detail_payload}, l.payload) AS r,
-                           {detail_updated} AS detail_updated_at,
-                           COALESCE({detail_updated}, l.updated_at) AS staged_updated_at,
-                           COALESCE({detail_created}, l.created_at) AS staged_created_at
-                    FROM {listed} l {join} WHERE l.id IS NOT NULL
-                    ORDER BY l.id, l.updated_at DESC))
+                SELECT v.id, {parsed} AS _s, {detail_updated} AS detail_updated_at,
+                       COALESCE({detail_updated}, l.updated_at) AS staged_updated_at,
+                       COALESCE({detail_created}, l.created_at) AS staged_created_at
+                FROM (SELECT DISTINCT ON (l.id) l.id, l.rowid AS lrow, {drow} AS drow
+                      FROM {listed} l {join} WHERE l.id IS NOT NULL
+                      ORDER BY l.id, l.updated_at DESC, {detail_updated} DESC NULLS LAST) v
+                {rows})
             {_upsert(CONVERSATIONS, ("first_run_id",), newer)}""",
         [run_id, run_id, loaded],
     )
@@ -277,40 +353,83 @@ def merge_conversations(
         _replace_detail_children(con, details, run_id)
 
 
-#: Collections nested in a conversation detail, each kept in its own typed table.
+def _note_prior_details(con: duckdb.DuckDBPyConnection, details: str) -> None:
+    """Before the merge: which detailed conversations we held already, and from which detail."""
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE prior_details AS
+            SELECT c.id, c.detail_updated_at FROM conversations c
+            WHERE c.id IN (SELECT id FROM {details})"""
+    )
+
+
+#: Collections nested in a conversation detail, each kept in its own typed table, by the
+#: member of the detail's parse (``DETAIL_STRUCTURE``) that holds it.
 DETAIL_CHILDREN = (
-    (MESSAGES, "$.messages"),
-    (CONVERSATION_ESCALATIONS, "$.escalations"),
-    (CONVERSATION_GUARDRAIL_EVENTS, "$.guardrailEvents"),
+    (MESSAGES, "messages"),
+    (CONVERSATION_ESCALATIONS, "escalations"),
+    (CONVERSATION_GUARDRAIL_EVENTS, "guardrailEvents"),
 )
 
 
 def _replace_detail_children(con: duckdb.DuckDBPyConnection, details: str, run_id: str) -> None:
-    """Swap in the transcripts (and handoffs, guardrail events) of the details now current."""
-    applied = (
-        f"SELECT d.id, d.payload FROM {details} d JOIN conversations c "
-        "ON c.id = d.id AND c.detail_updated_at IS NOT DISTINCT FROM d.updated_at"
+    """Swap in the transcripts (and handoffs, guardrail events) of the details now current.
+
+    Only a detail that changed is written: a detail we already held (same
+    updatedAt, a re-fetch) keeps its rows, and only conversations we held
+    before can have rows to delete (a first load deletes nothing).
+    """
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE applied_details AS
+            SELECT DISTINCT ON (d.id) d.id, d.rowid AS drow, p.id IS NOT NULL AS held
+            FROM {details} d
+            JOIN conversations c
+              ON c.id = d.id AND c.detail_updated_at IS NOT DISTINCT FROM d.updated_at
+            LEFT JOIN prior_details p ON p.id = d.id
+            WHERE p.detail_updated_at IS DISTINCT FROM d.updated_at"""
     )
-    for table, path in DETAIL_CHILDREN:
+    row = con.execute("SELECT count(*) FILTER (WHERE held) FROM applied_details").fetchone()
+    held = row is not None and bool(row[0])
+    for table, member in DETAIL_CHILDREN:
+        _replace_children(con, details, run_id, table, member, held)
+
+
+def _replace_children(
+    con: duckdb.DuckDBPyConnection, details: str, run_id: str, table: Table, member: str, held: bool
+) -> None:
+    if held:
         con.execute(
-            f"DELETE FROM {table.name} WHERE conversation_id IN (SELECT id FROM ({applied}))"
+            f"DELETE FROM {table.name} WHERE conversation_id IN "
+            "(SELECT id FROM applied_details WHERE held)"
         )
-        select = _typed_select(
-            table,
-            "m",
-            {"conversation_id": "conversation_id", "position": "position", "run_id": "?"},
-        )
-        con.execute(
-            f"""INSERT INTO {table.name} SELECT {select} FROM (
-                    SELECT *, {_parsed(table, "m")} FROM (
-                        SELECT id AS conversation_id, unnest(items) AS m,
-                               unnest(range(len(items))) AS position
-                        FROM (SELECT a.id, COALESCE((a.payload->'{path}')::JSON[], []) AS items
-                              FROM ({applied}) a)))
-                WHERE _s.id IS NOT NULL
-                ON CONFLICT (id) DO NOTHING""",
-            [run_id],
-        )
+    select = _typed_select(
+        table,
+        "m",
+        {"conversation_id": "conversation_id", "position": "position", "run_id": "?"},
+    )
+    items = (
+        f"SELECT a.id, COALESCE(d._p.{_ident(member)}, []) AS msgs "
+        f"FROM applied_details a JOIN {details} d ON d.rowid = a.drow"
+    )
+    # An id repeated within the batch is stored once, where it comes first; the window
+    # that picks it is only paid for when the cheap count finds such a repeat.
+    row = con.execute(
+        f"SELECT count(m.id) - count(DISTINCT m.id) FROM (SELECT unnest(msgs) AS m FROM ({items}))"
+    ).fetchone()
+    first = (
+        "QUALIFY row_number() OVER (PARTITION BY _s.id ORDER BY conversation_id, position) = 1"
+        if row is not None and row[0]
+        else ""
+    )
+    con.execute(
+        f"""INSERT INTO {table.name} SELECT n.* FROM (
+                SELECT {select} FROM (
+                    SELECT id AS conversation_id, unnest(msgs) AS _s,
+                           unnest(range(len(msgs))) AS position
+                    FROM ({items}))
+                WHERE _s.id IS NOT NULL {first}
+            ) n ANTI JOIN {table.name} m ON m.id = n.id""",
+        [run_id],
+    )
 
 
 def merge_leads(con: duckdb.DuckDBPyConnection, stage: str, run_id: str, loaded: datetime) -> None:
@@ -364,8 +483,9 @@ def merge_summary(
     )
     con.execute(
         f"""INSERT INTO raw_service_summaries
-            SELECT {raw_id}, md5(s::VARCHAR), NULL, s, ?, ?
-            FROM (SELECT body::JSON AS s FROM summary_body) ON CONFLICT DO NOTHING""",
+            SELECT n.* FROM (SELECT {raw_id} AS id, md5(s::VARCHAR) AS payload_hash, NULL, s, ?, ?
+                             FROM (SELECT body::JSON AS s FROM summary_body)) n
+            {_absent_from("raw_service_summaries", "n")}""",
         [fetched, run_id],
     )
     con.execute(

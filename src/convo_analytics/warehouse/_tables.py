@@ -30,8 +30,9 @@ class Table:
     """A table; ``indexed=False`` keeps the key unique by construction, without an index.
 
     DuckDB maintains a primary-key index on every insert; for the largest
-    append-only tables (events and their keys) that cost dominated the load,
-    and the loader already guarantees uniqueness by checking before inserting.
+    tables (event keys, raw versions, messages) that cost dominated the load,
+    and the loader already guarantees uniqueness by checking before inserting
+    (decision D-LOAD-KEYS).
     """
 
     name: str
@@ -60,6 +61,7 @@ def _raw(name: str, what: str) -> Table:
         ("id", "payload_hash"),
         f"Every distinct version of {what} ever fetched (a re-fetched identical version is "
         "recognised as a duplicate and not stored again).",
+        indexed=False,
     )
 
 
@@ -138,6 +140,7 @@ MESSAGES = Table(
     ("id",),
     "Transcript messages from conversation details; replaced as a whole when a newer "
     "detail of the conversation is loaded.",
+    indexed=False,
 )
 
 
