@@ -95,6 +95,10 @@ def _sandbox_settings(settings: Settings, extra: dict[str, Any]) -> Any:
             slow_seconds=settings.get_float("sandbox.fault_slow_seconds"),
             drop_rate=settings.get_float("sandbox.fault_drop_rate"),
         ),
+        live_inactivity_seconds=settings.get_float("sandbox.inactivity_seconds") or None,
+        lead_threshold=settings.get_float("sandbox.lead_threshold"),
+        blocked_terms=tuple(t.casefold() for t in settings.get_list("sandbox.blocked_terms")),
+        crawl_scope=settings.get_str("sandbox.crawl_scope"),
     )
     try:
         result.validate()

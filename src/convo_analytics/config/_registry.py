@@ -360,6 +360,38 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0.0,
         maximum=1.0,
     ),
+    Setting(
+        "sandbox.inactivity_seconds",
+        Kind.FLOAT,
+        0.0,
+        help=(
+            "Quiet time after which a live conversation completes; 0 uses its channel's "
+            "window (web 30 min, messenger 1 h, whatsapp and sms 1 day, email 3 days)."
+        ),
+        minimum=0.0,
+    ),
+    Setting(
+        "sandbox.lead_threshold",
+        Kind.FLOAT,
+        70.0,
+        help="Lead score (0-100) at which a conversation's lead qualifies (lead.qualified).",
+        minimum=0.0,
+        maximum=100.0,
+    ),
+    Setting(
+        "sandbox.blocked_terms",
+        Kind.LIST,
+        ("idiot", "stupid bot", "scam", "lawsuit"),
+        help="Words and phrases the guardrail flags as blocked_term (case-insensitive).",
+    ),
+    Setting(
+        "sandbox.crawl_scope",
+        Kind.STR,
+        "any",
+        help="Hosts a url-crawl knowledge source may fetch: any, or loopback (tests).",
+        pattern=r"any|loopback",
+        pattern_help="any or loopback",
+    ),
     # -- transform: marts, metrics and reconciliation ----------------------------
     Setting(
         "transform.timezones",

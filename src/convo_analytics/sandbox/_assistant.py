@@ -111,9 +111,11 @@ class LiveAssistant:
 
         def exchange(c: Conversation) -> list[Event]:
             act = ws.activity
-            user, events = act.user_message(c, text, now, channel=channel, locale=locale)
+            # replies are stamped with their latency, so keep the transcript in time order
+            at = max(now, c.updated_at + 1)
+            user, events = act.user_message(c, text, at, channel=channel, locale=locale)
             c.intent = _intent(text) or c.intent or "other"
-            events += self._score_lead(ws, c, text, now)
+            events += self._score_lead(ws, c, text, at)
             confidence = confidence_of(hits)
             tier = "fast" if len(text) < 80 and confidence >= 0.5 else "standard"
             latency = int((time.perf_counter() - started) * 1000) + (250 if tier == "fast" else 800)
@@ -130,12 +132,12 @@ class LiveAssistant:
             else:
                 answer = FALLBACK
             reply, replied = act.assistant_reply(
-                c, answer, now + latency, latency_ms=latency, model_tier=tier,
+                c, answer, at + latency, latency_ms=latency, model_tier=tier,
                 confidence=confidence, knowledge_source=source.name if source else None,
                 policy_flags=act.pending_flags(c),
             )  # fmt: skip
             events += replied
-            events += self._maybe_escalate(ws, c, text, now + latency)
+            events += self._maybe_escalate(ws, c, text, at + latency)
             result.update(user=user.to_json(), reply=reply.to_json(), tier=tier,
                           latency=latency, confidence=reply.confidence,
                           source=source.name if source else None,
@@ -205,7 +207,8 @@ class LiveAssistant:
                 continue
             last = conv.messages[-1] if conv.messages else None
             good = last is not None and (
-                last.role == "agent" or (last.role == "assistant" and (last.confidence or 0) >= 0.5)
+                last.role == "agent"
+                or (last.role == "assistant" and (last.confidence or 0) >= LOW_CONFIDENCE)
             )
             outcome = "resolved" if good or conv.escalations else "abandoned"
             with contextlib.suppress(ConversationClosed):  # it ended meanwhile

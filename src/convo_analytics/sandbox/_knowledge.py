@@ -32,7 +32,8 @@ FETCH_MAX_BYTES = 1_000_000
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP_WORDS = (
     "a an and are as at be by can do does for from how i in is it me my of on or our "
-    "please the this to we what when where which who why will with you your"
+    "please the this to we what when where which who why will with you your much many "
+    "any there about get like want need would could should have has"
 )
 _STOP = frozenset(_STOP_WORDS.split(" "))
 _TAGS = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.S | re.I)

@@ -47,6 +47,8 @@ class SandboxSettings:
     lead_threshold: float = 70.0
     #: Which hosts a url-crawl knowledge source may fetch: any, or loopback only (tests).
     crawl_scope: str = "any"
+    #: Words the guardrail flags (blocked_term); empty keeps the built-in list.
+    blocked_terms: tuple[str, ...] = ()
 
     def validate(self) -> None:
         RateLimitPolicy.parse(self.rate_limit)
@@ -102,6 +104,8 @@ class Sandbox:
             self.keys[key] = ws
         for ws in self.workspaces.values():
             ws.activity.lead_threshold = settings.lead_threshold
+            if settings.blocked_terms:
+                ws.activity.blocked_terms = settings.blocked_terms
         inactivity = settings.live_inactivity_seconds
         self.live = LiveAssistant(
             inactivity_ms=int(inactivity * 1000) if inactivity is not None else None
