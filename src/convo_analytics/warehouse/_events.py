@@ -182,17 +182,22 @@ def _simple(
 ) -> str:
     """Fill a per-kind table from this chunk's events of one type, first arrival winning.
 
-    The typed columns come from the same struct-once parsing the API loads use.
+    The table has no key index (Table.indexed): a subject already stored is left out by
+    an anti-join, and of a subject's events in this chunk the first read is kept. The
+    typed columns come from the same struct-once parsing the API loads use.
     """
+    key = table.key[0]
     named = {
-        table.key[0]: f"COALESCE(data->>'{key_path}', event_id)",
+        key: f"COALESCE(data->>'{key_path}', event_id)",
         "event_id": "event_id",
         **(computed or {}),
     }
     return (
-        f"INSERT INTO {table.name} SELECT {_typed_select(table, 'payload', named)} "
+        f"INSERT INTO {table.name} SELECT * EXCLUDE (_ord) FROM ("
+        f"SELECT {_typed_select(table, 'payload', named)}, ord AS _ord "
         f"FROM (SELECT *, {_parsed(table, 'payload')} FROM ({_NEW}) "
-        f"WHERE event_type = '{event_type}') ON CONFLICT DO NOTHING"
+        f"WHERE event_type = '{event_type}')) ANTI JOIN {table.name} USING ({key}) "
+        f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY _ord) = 1"
     )
 
 
