@@ -125,16 +125,22 @@ def load_events(
         UNION ALL SELECT ord, idempotency_key, event_id FROM ev_chunk
                   WHERE idempotency_key IS NOT NULL"""
     )
+    # event_keys is scanned once a chunk (it has no index, see Table.indexed): the keys
+    # of this chunk it holds, a narrow table both steps below read.
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE ev_chunk_known AS
+        SELECT DISTINCT key FROM ev_chunk_keys SEMI JOIN event_keys USING (key)"""
+    )
     con.execute(
         """UPDATE ev_chunk SET duplicate = true WHERE ord IN (
-              SELECT ord FROM ev_chunk_keys SEMI JOIN event_keys USING (key)
+              SELECT ord FROM ev_chunk_keys SEMI JOIN ev_chunk_known USING (key)
               UNION ALL
               SELECT ord FROM (
                   SELECT ord, min(ord) OVER (PARTITION BY key) AS first FROM ev_chunk_keys)
               WHERE ord > first)"""
     )
-    # event_keys has no index (see Table.indexed): only events whose keys
-    # were unseen are stored, and only unseen keys are added (each with its first event).
+    # Only events whose keys were unseen are stored, and only unseen keys are added
+    # (each with its first event).
     con.execute(
         """INSERT INTO events
            SELECT event_id, event_type, occurred_at, workspace_id, conversation_id, data,
@@ -146,8 +152,8 @@ def load_events(
     )
     con.execute(
         """INSERT INTO event_keys
-           SELECT key, arg_min(event_id, ord) FROM ev_chunk_keys ANTI JOIN event_keys USING (key)
-           GROUP BY key"""
+           SELECT key, arg_min(event_id, ord) FROM ev_chunk_keys
+           ANTI JOIN ev_chunk_known USING (key) GROUP BY key"""
     )
     for reading, kind, duplicate, n in con.execute(
         "SELECT signature_reading, event_type, duplicate, count(*) FROM ev_chunk GROUP BY ALL"
