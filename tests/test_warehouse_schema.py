@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
 
 from convo_analytics.warehouse import ALL_TABLES, open_warehouse
-from convo_analytics.warehouse._tables import CONVERSATIONS
+from convo_analytics.warehouse._connection import compression_supported
+from convo_analytics.warehouse._tables import CONVERSATIONS, ESCALATIONS, EVENTS
 
 
 def _columns(db: Path) -> set[tuple[str, str]]:
@@ -41,3 +43,57 @@ def test_missing_tables_and_columns_are_added(tmp_path: Path) -> None:
         assert names == [c.name for c in CONVERSATIONS.columns]
     finally:
         con.close()
+
+
+def _keyed(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute(
+        "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def test_tables_gain_or_lose_their_key_index_as_the_spec_says(tmp_path: Path) -> None:
+    """An older warehouse's events and first-arrival tables had a key index: rebuilt without."""
+    db = tmp_path / "old.duckdb"
+    open_warehouse(db).close()
+    con = duckdb.connect(str(db))
+    con.execute("DROP TABLE events")
+    con.execute(replace(EVENTS, indexed=True).ddl())
+    con.execute("INSERT INTO events (event_id, payload) VALUES ('e1', '{}')")
+    con.execute("DROP TABLE escalations")
+    con.execute(replace(ESCALATIONS, indexed=False).ddl())
+    con.execute("INSERT INTO escalations (escalation_key) VALUES ('x1')")
+    assert "events" in _keyed(con) and "escalations" not in _keyed(con)
+    con.close()
+    open_warehouse(db).close()
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        keyed = _keyed(con)
+        assert {t.name for t in ALL_TABLES if t.indexed} <= keyed
+        assert not {t.name for t in ALL_TABLES if not t.indexed} & keyed
+        assert con.execute("SELECT event_id, payload FROM events").fetchall() == [("e1", "{}")]
+        assert con.execute("SELECT escalation_key FROM escalations").fetchall() == [("x1",)]
+    finally:
+        con.close()
+
+
+def test_a_file_in_an_older_storage_format_opens_without_the_columns_compression(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "v1.duckdb"
+    con = duckdb.connect()
+    con.execute(f"ATTACH '{db}' AS old (STORAGE_VERSION 'v1.0.0')")
+    con.close()
+    assert any(c.compression for c in EVENTS.columns)
+    open_warehouse(db).close()  # zstd is not available in that format: the default is used
+    con = duckdb.connect(str(db))
+    try:
+        assert not compression_supported(con)
+        con.execute("INSERT INTO events (event_id, payload) VALUES ('e1', '{}')")
+    finally:
+        con.close()
+    fresh = duckdb.connect(str(tmp_path / "new.duckdb"))
+    try:
+        assert compression_supported(fresh)
+    finally:
+        fresh.close()

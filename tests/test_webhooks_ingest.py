@@ -166,6 +166,30 @@ def test_set_a_and_set_b_names_and_escalation_pairs_reconcile(tmp_path: Path) ->
     assert kept.fetchone() == (1,)
 
 
+def test_the_first_event_of_a_subject_fills_its_row_in_a_file_and_across_runs(
+    tmp_path: Path,
+) -> None:
+    """Other events about the same message (other content and key) are stored, not typed."""
+
+    def about_msg_1(n: int) -> dict[str, Any]:
+        e = event(n)
+        e["data"]["messageId"] = "msg_1"
+        return e
+
+    first = tmp_path / "a.jsonl"
+    first.write_bytes(b"".join(delivery(about_msg_1(n), key=f"k{n}") for n in range(1, 6)))
+    later = tmp_path / "b.jsonl"
+    later.write_bytes(delivery(about_msg_1(0), key="k0") + delivery(event(7)))
+    assert run(tmp_path, [first])["loaded"] == 5
+    assert run(tmp_path, [later])["loaded"] == 2
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    rows = con.execute(
+        "SELECT message_id, event_id, latency_ms FROM message_traces ORDER BY 1"
+    ).fetchall()
+    assert rows == [("msg_1", "k1", 101), ("msg_7", "evt_msg_7", 107)]
+    assert con.execute("SELECT count(*) FROM events").fetchone() == (7,)
+
+
 def test_timestamps_with_any_offset_become_utc(tmp_path: Path) -> None:
     e = event(20)
     e["timestamp"] = "2026-11-21T01:30:00.250-05:00"

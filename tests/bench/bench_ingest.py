@@ -124,9 +124,11 @@ def bench_ingest(ctx: BenchContext, report: Report) -> None:
         }
     )
     with tempfile.TemporaryDirectory() as tmp:
-        child = python_child(THIS, ["ingest", str(archive), str(Path(tmp) / "w.duckdb")], cwd=ROOT)
+        db = Path(tmp) / "w.duckdb"
+        child = python_child(THIS, ["ingest", str(archive), str(db)], cwd=ROOT)
         with child:
             out = child.json_line("seconds", timeout=1800)
+        file_mb = db.stat().st_size / 1e6
     counts = out["result"]
     eps = rate(counts["read"], out["seconds"])
     report.add("lines read", counts["read"])
@@ -143,6 +145,7 @@ def bench_ingest(ctx: BenchContext, report: Report) -> None:
     )
     peak = out["memory"].get("peak_rss_mib", float("nan"))
     report.add("peak memory", round(peak), "MiB", f"< {AIM_MIB}", peak < AIM_MIB)
+    report.add("warehouse file", round(file_mb, 1), "MB")
 
 
 BENCHES = [("ingest", bench_ingest)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -60,20 +61,34 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
         "applied_at TIMESTAMPTZ)"
     )
+    compression = compression_supported(con)
     for table in ALL_TABLES:
-        con.execute(table.ddl())
-    add_missing_columns(con, ALL_TABLES)
+        con.execute(table.ddl(compression=compression))
+    upgrade_tables(con, ALL_TABLES, compression=compression)
     con.execute(
         "INSERT INTO schema_version VALUES (?, now()) ON CONFLICT DO NOTHING", [SCHEMA_VERSION]
     )
 
 
-def add_missing_columns(con: duckdb.DuckDBPyConnection, tables: Iterable[Table]) -> None:
-    """Bring a warehouse made by an older release up to the current columns.
+def compression_supported(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the database file can store the columns' chosen compression (zstd needs the
+    storage format of DuckDB 1.2 or later; a file made by an older DuckDB keeps its own)."""
+    tags = con.execute(
+        "SELECT tags FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchall()
+    found = re.match(r"v(\d+)\.(\d+)", (tags[0][0] if tags else {}).get("storage_version", ""))
+    return found is None or (int(found[1]), int(found[2])) >= (1, 2)
 
-    A table that lacks columns (or has them in another order) is rebuilt with
-    the columns in the order the spec gives (loads insert by position), its
-    rows copied and the new columns left NULL, in one transaction.
+
+def upgrade_tables(
+    con: duckdb.DuckDBPyConnection, tables: Iterable[Table], *, compression: bool = True
+) -> None:
+    """Bring a warehouse made by an older release up to the current tables.
+
+    A table that lacks columns (or has them in another order), or whose primary-key
+    index the spec no longer wants (or now wants), is rebuilt: created as the spec
+    says (columns in its order, since loads insert by position; its compression),
+    its rows copied and new columns left NULL, in one transaction.
     """
     present: dict[str, list[str]] = {}
     for table_name, column_name in con.execute(
@@ -81,15 +96,22 @@ def add_missing_columns(con: duckdb.DuckDBPyConnection, tables: Iterable[Table])
         "WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position"
     ).fetchall():
         present.setdefault(table_name, []).append(column_name)
+    keyed = {
+        name
+        for (name,) in con.execute(
+            "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY' "
+            "AND database_name = current_database() AND schema_name = current_schema()"
+        ).fetchall()
+    }
     for table in tables:
         have = present.get(table.name, [])
-        if have == [c.name for c in table.columns]:
+        if have == [c.name for c in table.columns] and (table.name in keyed) == table.indexed:
             continue
         old = f"{table.name}__before_upgrade"
         values = ", ".join(c.name if c.name in have else "NULL" for c in table.columns)
         with transaction(con):
             con.execute(f"ALTER TABLE {table.name} RENAME TO {old}")
-            con.execute(table.ddl())
+            con.execute(table.ddl(compression=compression))
             con.execute(f"INSERT INTO {table.name} SELECT {values} FROM {old}")
             con.execute(f"DROP TABLE {old}")
 

@@ -125,16 +125,22 @@ def load_events(
         UNION ALL SELECT ord, idempotency_key, event_id FROM ev_chunk
                   WHERE idempotency_key IS NOT NULL"""
     )
+    # event_keys is scanned once a chunk (it has no index, see Table.indexed): the keys
+    # of this chunk it holds, a narrow table both steps below read.
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE ev_chunk_known AS
+        SELECT DISTINCT key FROM ev_chunk_keys SEMI JOIN event_keys USING (key)"""
+    )
     con.execute(
         """UPDATE ev_chunk SET duplicate = true WHERE ord IN (
-              SELECT ord FROM ev_chunk_keys SEMI JOIN event_keys USING (key)
+              SELECT ord FROM ev_chunk_keys SEMI JOIN ev_chunk_known USING (key)
               UNION ALL
               SELECT ord FROM (
                   SELECT ord, min(ord) OVER (PARTITION BY key) AS first FROM ev_chunk_keys)
               WHERE ord > first)"""
     )
-    # event_keys has no index (see Table.indexed): only events whose keys
-    # were unseen are stored, and only unseen keys are added (each with its first event).
+    # Only events whose keys were unseen are stored, and only unseen keys are added
+    # (each with its first event).
     con.execute(
         """INSERT INTO events
            SELECT event_id, event_type, occurred_at, workspace_id, conversation_id, data,
@@ -146,8 +152,8 @@ def load_events(
     )
     con.execute(
         """INSERT INTO event_keys
-           SELECT key, arg_min(event_id, ord) FROM ev_chunk_keys ANTI JOIN event_keys USING (key)
-           GROUP BY key"""
+           SELECT key, arg_min(event_id, ord) FROM ev_chunk_keys
+           ANTI JOIN ev_chunk_known USING (key) GROUP BY key"""
     )
     for reading, kind, duplicate, n in con.execute(
         "SELECT signature_reading, event_type, duplicate, count(*) FROM ev_chunk GROUP BY ALL"
@@ -182,17 +188,22 @@ def _simple(
 ) -> str:
     """Fill a per-kind table from this chunk's events of one type, first arrival winning.
 
-    The typed columns come from the same struct-once parsing the API loads use.
+    The table has no key index (Table.indexed): a subject already stored is left out by
+    an anti-join, and of a subject's events in this chunk the first read is kept. The
+    typed columns come from the same struct-once parsing the API loads use.
     """
+    key = table.key[0]
     named = {
-        table.key[0]: f"COALESCE(data->>'{key_path}', event_id)",
+        key: f"COALESCE(data->>'{key_path}', event_id)",
         "event_id": "event_id",
         **(computed or {}),
     }
     return (
-        f"INSERT INTO {table.name} SELECT {_typed_select(table, 'payload', named)} "
+        f"INSERT INTO {table.name} SELECT * EXCLUDE (_ord) FROM ("
+        f"SELECT {_typed_select(table, 'payload', named)}, ord AS _ord "
         f"FROM (SELECT *, {_parsed(table, 'payload')} FROM ({_NEW}) "
-        f"WHERE event_type = '{event_type}') ON CONFLICT DO NOTHING"
+        f"WHERE event_type = '{event_type}')) ANTI JOIN {table.name} USING ({key}) "
+        f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY _ord) = 1"
     )
 
 
