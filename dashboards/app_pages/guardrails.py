@@ -10,6 +10,7 @@ import streamlit as st
 from convo_analytics.dashboard import charts
 from convo_analytics.dashboard._session import (
     connection,
+    download,
     filters,
     query,
     require_snapshot,
@@ -22,6 +23,7 @@ f = filters()
 st.title("Guardrails")
 report = query(snap, "guardrail_report", f)
 st.altair_chart(charts.incidents_by_flag(report["per_flag_per_day"]), width="stretch")
+download(report["per_flag_per_day"], "incidents_per_flag_per_day")
 st.subheader("Per flag")
 show_table(report["flag_rates"], "guardrail_flag_rates")
 st.subheader("Incidents")
