@@ -408,3 +408,17 @@ def test_the_block_reader_gives_the_lines_a_line_by_line_read_gives(
         ended.append(end)
     assert got == expected
     assert ended[-1] == problem
+
+
+def test_a_gzip_cut_to_its_first_byte_is_a_damaged_gzip(tmp_path: Path) -> None:
+    """Not a one-line plain file: the name and the magic's first byte say what it was."""
+    from convo_analytics.webhooks import _ingest
+
+    cut = tmp_path / "a.jsonl.gz"
+    cut.write_bytes(gzip.compress(b'{"event": "x"}\n')[:1])
+    blocks = list(_ingest._blocks(cut))
+    assert [lines for lines, _ in blocks] == [[]]
+    assert "gzip" in str(blocks[-1][1])
+    plain = tmp_path / "b.jsonl.gz"  # plain text misnamed .gz still reads as text
+    plain.write_bytes(b'{"a": 1}\n')
+    assert [lines for lines, _ in _ingest._blocks(plain)] == [[b'{"a": 1}'], []]

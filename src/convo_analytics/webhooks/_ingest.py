@@ -118,7 +118,9 @@ def _blocks(path: Path) -> Iterator[tuple[list[bytes], str | None]]:
     An unterminated last line comes, with ``UNTERMINATED``, just before that.
     """
     with path.open("rb") as probe:
-        gzipped = probe.read(2) == b"\x1f\x8b"
+        head = probe.read(2)
+    # by its magic; a .gz cut down to the magic's first byte is a truncated gzip too
+    gzipped = head == b"\x1f\x8b" or (head == b"\x1f" and path.name.endswith(".gz"))
     pending = b""
     try:
         with gzip.open(path, "rb") if gzipped else path.open("rb") as stream:
