@@ -77,9 +77,11 @@ def _run(config: Path, key: str = ACME_KEY) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def _start(config: Path) -> subprocess.Popen[str]:
+def _start(config: Path, hold: str) -> subprocess.Popen[str]:
+    """A run that stops inside step ``hold`` until it is killed (the runner's test knob)."""
+    env = {**_env(), "CONVO_RUN_HOLD_STEP": hold}
     return subprocess.Popen(
-        _argv(config), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        _argv(config), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=config.parent,
     )  # fmt: skip
 
@@ -172,15 +174,16 @@ def test_a_second_run_while_one_runs_exits_with_the_lock_code(
 ) -> None:
     url, archive = service
     config = _setup(tmp_path, url, archive)
-    first = _start(config)
+    first = _start(config, hold="transform")
     try:
-        _wait_for(first, "step extract started")
+        _wait_for(first, "step transform holding")
         second = _run(config)
     finally:
-        first.wait(timeout=RUN_TIMEOUT)
+        first.kill()
+        first.wait(timeout=30)
     assert second.returncode == LOCKED_EXIT
     assert "holds" in second.stderr and "Traceback" not in second.stderr
-    assert first.returncode == 0
+    assert _run(config).returncode == 0  # and once it is gone, the next run goes
 
 
 @pytest.mark.parametrize("step", STEPS)
@@ -189,10 +192,9 @@ def test_a_run_killed_inside_a_step_then_rerun_matches_a_clean_run(
 ) -> None:
     url, archive = service
     config = _setup(tmp_path, url, archive)
-    doomed = _start(config)
+    doomed = _start(config, hold=step)
     try:
-        _wait_for(doomed, f"step {step} started")
-        time.sleep(0.05)
+        _wait_for(doomed, f"step {step} holding")
     finally:
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(timeout=30)
@@ -218,7 +220,10 @@ def test_a_failed_run_alerts_and_leaves_the_published_data(
 ) -> None:
     url, archive = service
     alert_file = tmp_path / "alert.txt"
-    command = f'echo "$CONVO_RUN_STATUS $CONVO_RUN_FAILED_STEP $CONVO_RUN_ERROR" > {alert_file}'
+    command = (
+        f'echo "$CONVO_RUN_STATUS $CONVO_RUN_FAILED_STEP $CONVO_RUN_ERROR" > {alert_file}; '
+        f"env > {tmp_path / 'alert-env.txt'}"
+    )
     config = _setup(tmp_path, url, archive, alert_command=orjson.dumps(command).decode())
     assert _run(config).returncode == 0
     before = current_snapshot(tmp_path / "published")
@@ -231,8 +236,36 @@ def test_a_failed_run_alerts_and_leaves_the_published_data(
     assert current_snapshot(tmp_path / "published") == before
     alert = alert_file.read_text()
     assert alert.startswith("failed extract") and ("401" in alert or "invalid" in alert)
-    for text in (alert, done.stdout, done.stderr):
+    alert_env = (tmp_path / "alert-env.txt").read_text()
+    assert "CONVO_RUN_ID=" in alert_env and "CONVO_API_KEY" not in alert_env
+    for text in (alert, alert_env, done.stdout, done.stderr):
         assert wrong_key not in text and SECRET not in text
+
+
+def test_a_run_that_cannot_open_the_warehouse_fails_and_alerts(
+    service: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, archive = service
+    alert_file = tmp_path / "alert.txt"
+    command = f'echo "$CONVO_RUN_FAILED_STEP $CONVO_RUN_ERROR" > {alert_file}'
+    config = _setup(tmp_path, url, archive, alert_command=orjson.dumps(command).decode())
+    holder = (
+        "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    other = subprocess.Popen([sys.executable, "-c", holder, str(tmp_path / "w.duckdb")],
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "ready"
+        done = _run(config)
+    finally:
+        other.kill()
+        other.wait(timeout=10)
+    assert done.returncode == 1, done.stderr[-2000:]
+    result = orjson.loads(done.stdout)
+    assert result["failed_step"] == "start" and "in use by another process" in result["error"]
+    assert all(s["status"] == "skipped" for s in result["steps"])
+    assert alert_file.read_text().startswith("start ")
 
 
 def test_ingested_archives_past_retention_go_and_the_others_stay(
@@ -244,14 +277,16 @@ def test_ingested_archives_past_retention_go_and_the_others_stay(
     old_ingested = hooks / "2026-01-01.jsonl"
     lines = gzip.decompress(archive.read_bytes())[:20_000].rsplit(b"\n", 1)[0]
     old_ingested.write_bytes(lines + b"\n")
+    all_quarantined = hooks / "2026-01-03.jsonl"  # signed with a secret we do not have
+    all_quarantined.write_bytes(b'{"event": "x", "signature": "sha256=00"}\n')
     assert _run(config).returncode == 0
     unread = hooks / "2026-01-02.jsonl.partial"
     unread.write_bytes(b"{}\n")
     week_ago = time.time() - 7 * 86_400
-    os.utime(old_ingested, (week_ago, week_ago))
-    os.utime(unread, (week_ago, week_ago))
+    for path in (old_ingested, unread, all_quarantined):
+        os.utime(path, (week_ago, week_ago))
     done = _run(config)
     assert done.returncode == 0
     steps = {s["name"]: s for s in orjson.loads(done.stdout)["steps"]}
     assert steps["retention"]["counts"]["removed"] == 1
-    assert not old_ingested.exists() and unread.exists()
+    assert not old_ingested.exists() and unread.exists() and all_quarantined.exists()

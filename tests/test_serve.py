@@ -153,3 +153,25 @@ def test_a_published_snapshot_answers_while_a_run_writes(
         writer.wait(timeout=10)
     assert r.status_code == 200, r.text
     assert r.json()["totals"]["conversations"] > 0
+
+
+def test_nothing_published_or_no_marts_is_a_503_that_says_what_to_run(
+    served: tuple[RunningSandbox, Path], tmp_path: Path
+) -> None:
+    async def ask(app: Any) -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://convo") as client:
+            return await client.get("/v1/analytics/summary", params=PARAMS,
+                                    headers={"Authorization": f"Bearer {TOKEN}"})  # fmt: skip
+
+    _, db = served
+    r = asyncio.run(ask(create_serve_app(db, TOKEN, tmp_path / "nothing-yet")))
+    assert r.status_code == 503 and "convo publish" in r.json()["error"]["message"]
+    bare = tmp_path / "bare.duckdb"
+    from convo_analytics.warehouse import open_warehouse
+
+    con = open_warehouse(bare)
+    con.execute("DROP TABLE mart_slices")  # as a release before the marts left it
+    con.close()
+    r = asyncio.run(ask(create_serve_app(bare, TOKEN)))
+    assert r.status_code == 503 and "convo transform" in r.json()["error"]["message"]

@@ -242,7 +242,7 @@ def test_guardrail_export_writes_a_manifest(
     assert manifest["parameters"]["redacted"] is True
     assert {"query", "generatedAt", "versions", "columns"} <= set(manifest)
     assert b"jo@example.com" not in data.read_bytes()
-    assert (out / data.name.replace(f".{fmt}", ".manifest.json")).exists()
+    assert (out / f"{data.name}.manifest.json").exists()
 
 
 def test_unredacted_export_is_explicit(db: Path, tmp_path: Path) -> None:
@@ -251,7 +251,7 @@ def test_unredacted_export_is_explicit(db: Path, tmp_path: Path) -> None:
     assert main([*args, "--no-redact", "--db", str(db), "--out-dir", str(out)]) == 0
     (data,) = out.glob("*_unredacted.jsonl")
     assert b"jo@example.com" in data.read_bytes()
-    manifest = orjson.loads(next(out.glob("*_unredacted.manifest.json")).read_bytes())
+    manifest = orjson.loads(next(out.glob("*_unredacted.jsonl.manifest.json")).read_bytes())
     assert manifest["parameters"]["redacted"] is False
 
 
@@ -345,3 +345,19 @@ def test_model_tier_narrows_responses_only(db: Path, tz: str) -> None:
         assert rates.to_dicts() == [
             {"flag": "pii.email", "triggers": 1, "per_1000_responses": 500.0}
         ]
+
+
+def test_exports_from_a_warehouse_without_marts_say_to_transform(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bare = tmp_path / "bare.duckdb"
+    con = open_warehouse(bare)
+    con.execute("DROP TABLE transform_runs")  # as a release before the marts left it
+    con.close()
+    for args in (["summary"], ["guardrails"]):
+        code = main(["export", *args, "--from", "2026-03-01", "--to", "2026-03-01",
+                     "--db", str(bare), "--out-dir" if args == ["guardrails"] else "--tz",
+                     str(tmp_path) if args == ["guardrails"] else "UTC"])  # fmt: skip
+        assert code == 2
+        err = capsys.readouterr().err
+        assert "convo transform" in err and "Traceback" not in err

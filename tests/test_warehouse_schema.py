@@ -7,9 +7,11 @@ from pathlib import Path
 
 import duckdb
 
+from conftest import ACME_KEY, RunningSandbox
 from convo_analytics.warehouse import ALL_TABLES, open_warehouse
 from convo_analytics.warehouse._connection import compression_supported
 from convo_analytics.warehouse._tables import CONVERSATIONS, ESCALATIONS, EVENTS
+from extract_support import extract, warehouse_rows
 
 
 def _columns(db: Path) -> set[tuple[str, str]]:
@@ -97,3 +99,28 @@ def test_a_file_in_an_older_storage_format_opens_without_the_columns_compression
         assert compression_supported(fresh)
     finally:
         fresh.close()
+
+
+def test_an_upgrade_fills_the_detail_tables_from_stored_details(
+    shared_sandbox: RunningSandbox, tmp_path: Path
+) -> None:
+    """A warehouse from before the detail escalation/guardrail tables gets them filled."""
+    db = tmp_path / "w.duckdb"
+    assert extract(shared_sandbox.url, ACME_KEY, db).ok
+    want = {
+        table: warehouse_rows(db, f"SELECT count(*) FROM {table}")[0][0]
+        for table in ("conversation_escalations", "conversation_guardrail_events")
+    }
+    assert all(want.values())
+    con = duckdb.connect(str(db))  # as the previous release left it
+    con.execute("DELETE FROM conversation_escalations")
+    con.execute("DELETE FROM conversation_guardrail_events")
+    con.execute("DELETE FROM schema_version")
+    con.execute("INSERT INTO schema_version VALUES (1, now())")
+    con.close()
+    open_warehouse(db).close()
+    for table, count in want.items():
+        assert warehouse_rows(db, f"SELECT count(*) FROM {table}")[0][0] == count
+    open_warehouse(db).close()  # once only: a later open does not fill them again
+    for table, count in want.items():
+        assert warehouse_rows(db, f"SELECT count(*) FROM {table}")[0][0] == count

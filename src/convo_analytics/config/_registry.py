@@ -524,9 +524,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "run.alert_webhook_url",
-        Kind.STR,
-        "",
-        help="URL that gets a JSON POST when a run fails (empty: none).",
+        Kind.SECRET,
+        help=(
+            "URL that gets a JSON POST when a run fails. Secret (chat webhook URLs carry "
+            "their credential): environment only."
+        ),
     ),
     Setting(
         "run.alert_command",

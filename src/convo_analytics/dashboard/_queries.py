@@ -17,6 +17,7 @@ import polars as pl
 
 from convo_analytics.transform import (
     TIER,
+    NotTransformed,
     breakdown,
     flag_rates,
     in_range,
@@ -26,6 +27,7 @@ from convo_analytics.transform import (
     metrics_table,
     per_flag_per_day,
     repeated,
+    require_marts,
     score_bands,
 )
 from convo_analytics.transform._frames import read_frame
@@ -69,7 +71,12 @@ KPIS: tuple[tuple[str, str, str], ...] = (
 
 
 def is_empty(con: duckdb.DuckDBPyConnection) -> bool:
-    """True when the snapshot has no conversations in its marts (nothing to show yet)."""
+    """True when the snapshot has no conversations in its marts (nothing to show yet),
+    or no marts at all (published from a warehouse that was never transformed)."""
+    try:
+        require_marts(con)
+    except NotTransformed:
+        return True
     return not con.execute("SELECT count(*) FROM mart_conversations").fetchall()[0][0]
 
 

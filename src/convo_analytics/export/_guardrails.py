@@ -121,7 +121,7 @@ def export_guardrails(
         "generatedAt": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "versions": _versions(),
     }
-    manifest_file = out_dir / f"{stem}.manifest.json"
+    manifest_file = data_file.with_name(data_file.name + ".manifest.json")
     tmp = manifest_file.with_name(manifest_file.name + ".partial")
     tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
     tmp.replace(manifest_file)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -30,16 +31,16 @@ def send_alert(settings: Settings, run: dict[str, Any]) -> None:
         "text": f"convo run {run['run_id']} {run['status']} in {run['failed_step']}: "
         f"{run['error']}",
     }
-    url = settings.get_str("run.alert_webhook_url")
-    if url:
+    url = settings.get_secret("run.alert_webhook_url")
+    if url is not None:
         try:
-            httpx.post(url, content=orjson.dumps(body), timeout=ALERT_TIMEOUT_SECONDS,
+            httpx.post(url.reveal(), content=orjson.dumps(body), timeout=ALERT_TIMEOUT_SECONDS,
                        headers={"Content-Type": "application/json"}).raise_for_status()  # fmt: skip
-        except httpx.HTTPError as exc:
+        except httpx.HTTPError as exc:  # the URL is a secret: name only the kind of failure
             log.error("the alert webhook failed: %s", type(exc).__name__)
     command = settings.get_str("run.alert_command")
     if command:
-        env = {**os.environ, "CONVO_RUN_ID": str(run["run_id"]),
+        env = {**_without_secrets(os.environ), "CONVO_RUN_ID": str(run["run_id"]),
                "CONVO_RUN_STATUS": str(run["status"]),
                "CONVO_RUN_FAILED_STEP": str(run["failed_step"] or ""),
                "CONVO_RUN_ERROR": str(run["error"] or "")}  # fmt: skip
@@ -52,3 +53,16 @@ def send_alert(settings: Settings, run: dict[str, Any]) -> None:
                 log.error("the alert command exited %s", done.returncode)
         except subprocess.TimeoutExpired:
             log.error("the alert command did not finish within %s s", ALERT_TIMEOUT_SECONDS * 6)
+
+
+def _without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment minus every variable that can carry a secret setting."""
+    from convo_analytics.config import REGISTRY
+
+    secret_vars = {
+        name
+        for setting in REGISTRY.settings
+        if setting.is_secret
+        for name in (setting.env_var, *setting.env_aliases)
+    }
+    return {k: v for k, v in environ.items() if k not in secret_vars}

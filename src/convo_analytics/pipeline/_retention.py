@@ -1,8 +1,9 @@
-"""Archive retention: received webhook files older than N days go, once ingested.
+"""Archive retention: received webhook files older than N days go, once loaded.
 
-A file is only removed when the warehouse shows it was read (its lines are in
-``events`` or ``quarantine``), so retention can never lose a delivery that
-was not loaded.
+A file is only removed when the warehouse holds events from it. A file whose
+every line was quarantined (a rotated secret nobody configured yet, say) is
+kept: the quarantine holds only an excerpt, and the file is what a re-ingest
+with the right secret needs.
 """
 
 from __future__ import annotations
@@ -19,13 +20,7 @@ def prune_archives(con: duckdb.DuckDBPyConnection, archive_dir: Path, days: int)
     """Remove ingested archive files older than ``days`` days; 0 keeps everything."""
     if days <= 0 or not archive_dir.is_dir():
         return {"removed": 0, "kept": 0}
-    read = {
-        str(r[0])
-        for r in con.execute(
-            "SELECT DISTINCT source_file FROM events UNION SELECT DISTINCT source_file "
-            "FROM quarantine"
-        ).fetchall()
-    }
+    read = {str(r[0]) for r in con.execute("SELECT DISTINCT source_file FROM events").fetchall()}
     cutoff = time.time() - days * SECONDS_PER_DAY
     removed = kept = 0
     for path in sorted(archive_dir.rglob("*.jsonl*")):

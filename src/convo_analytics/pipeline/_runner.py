@@ -120,10 +120,15 @@ def run_pipeline(steps: Sequence[Step], settings: Settings, lock_path: Path) -> 
                         "this run redoes what it left", result.recovered_from)  # fmt: skip
         started = datetime.now(UTC)
         clock = time.perf_counter()
-        _record_start(db_path, result, started)
+        try:
+            _record_start(db_path, result, started)
+        except Exception as exc:  # e.g. the warehouse is held by another process
+            result.failed_step, result.error = "start", _describe(exc)
+            log.error("the run could not start: %s", result.error)
         ctx = RunContext(settings=settings, run_id=result.run_id, db_path=db_path)
-        for step in steps:
+        for step in steps if result.failed_step is None else ():
             log.info("step %s started", step.name)
+            _hold_for_tests(step.name)
             step_clock = time.perf_counter()
             entry: dict[str, Any] = {"name": step.name, "status": "running", "counts": {}}
             result.steps.append(entry)
@@ -145,10 +150,29 @@ def run_pipeline(steps: Sequence[Step], settings: Settings, lock_path: Path) -> 
                                  "seconds": 0.0})  # fmt: skip
         result.status = "failed" if result.failed_step else "ok"
         result.seconds = time.perf_counter() - clock
-        _record_end(db_path, result, ctx.notes.get("snapshot_id"))
+        if result.failed_step != "start":
+            try:
+                _record_end(db_path, result, ctx.notes.get("snapshot_id"))
+            except Exception as exc:
+                log.error("the run's record could not be written: %s", _describe(exc))
+                result.status, result.failed_step = "failed", result.failed_step or "record"
+                result.error = result.error or _describe(exc)
     if result.status == "failed":
         send_alert(settings, result.as_json())
     return result
+
+
+#: A testing knob: the run stops at the start of the step this variable names (after
+#: logging "step ... holding") for up to HOLD_SECONDS, so that a test can kill it inside
+#: that step, or start a second run while it holds the lock, at a known moment.
+HOLD_ENV = "CONVO_RUN_HOLD_STEP"
+HOLD_SECONDS = 120.0
+
+
+def _hold_for_tests(step: str) -> None:
+    if os.environ.get(HOLD_ENV) == step:
+        log.info("step %s holding (%s is set)", step, HOLD_ENV)
+        time.sleep(HOLD_SECONDS)
 
 
 def _describe(exc: BaseException) -> str:

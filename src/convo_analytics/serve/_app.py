@@ -3,9 +3,10 @@
 Tools built for the service can point at us instead: same path, same query
 parameters, same body, same error shape, behind a bearer token. The warehouse
 is opened read-only for each request and closed again, so the server never
-holds a lock a nightly run would wait for. It reads the newest published
-snapshot when there is one; without one, requests made while a run writes
-the warehouse get 503 with Retry-After.
+holds a lock a nightly run would wait for. Given the published-snapshot
+folder (as `convo serve` always is) it reads only the newest snapshot, and
+answers 503 with Retry-After until there is one; without a folder (a
+library use) it reads the warehouse, 503 while a run writes it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from convo_analytics.sandbox._errors import (
     http_exception_handler,
     validation_exception_handler,
 )
+from convo_analytics.transform import NotTransformed
 
 bearer = HTTPBearer(auto_error=False, description="The token `convo serve` was started with")
 RETRY_AFTER_BUSY = "5"
@@ -90,6 +92,12 @@ def create_serve_app(db_path: Path, token: str, published_dir: Path | None = Non
         lowConfidenceThreshold: Annotated[float | None, Query(ge=0, le=1)] = None,
     ) -> Response:
         snap = current_snapshot(published_dir) if published_dir else None
+        if published_dir is not None and snap is None:
+            raise ApiException(
+                503,
+                "nothing is published yet: run 'convo publish' (or 'convo run') first",
+                headers={"Retry-After": RETRY_AFTER_BUSY},
+            )
         source = snap.path if snap else db_path
         if not source.exists():
             raise ApiException(503, "there is no warehouse yet: run the pipeline first")
@@ -106,6 +114,8 @@ def create_serve_app(db_path: Path, token: str, published_dir: Path | None = Non
             body = export_summary(
                 con, from_, to, tz, low_confidence_threshold=lowConfidenceThreshold
             )
+        except NotTransformed as exc:
+            raise ApiException(503, str(exc), headers={"Retry-After": RETRY_AFTER_BUSY}) from None
         except UserError as exc:
             raise ApiException(400, str(exc).replace("--", "query parameter ")) from None
         finally:

@@ -21,7 +21,13 @@ from convo_analytics.transform._metrics import (
     metrics_table,
     summary_body,
 )
-from convo_analytics.transform._published import PublishedRun, latest_transform, load_cube
+from convo_analytics.transform._published import (
+    NotTransformed,
+    PublishedRun,
+    latest_transform,
+    load_cube,
+    require_marts,
+)
 from convo_analytics.transform._reconcile import Mismatch, reconcile
 from convo_analytics.transform._redact import redact, redact_expr
 from convo_analytics.transform._run import TransformConfig, TransformResult, run_transform
@@ -35,6 +41,7 @@ __all__ = [
     "Cube",
     "Facts",
     "Mismatch",
+    "NotTransformed",
     "PublishedRun",
     "TransformConfig",
     "TransformResult",
@@ -54,6 +61,7 @@ __all__ = [
     "redact",
     "redact_expr",
     "repeated",
+    "require_marts",
     "run_transform",
     "score_bands",
     "summary_body",

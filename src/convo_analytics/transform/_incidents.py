@@ -10,7 +10,7 @@ import polars as pl
 
 from convo_analytics.transform._cube import local_date
 from convo_analytics.transform._frames import read_frame
-from convo_analytics.transform._published import Filters, dimension_filter
+from convo_analytics.transform._published import Filters, dimension_filter, require_marts
 from convo_analytics.warehouse._marts import MART_GUARDRAIL_INCIDENTS
 
 #: Columns of the incident log, in the order reviewers and exports see them (the excerpt
@@ -41,6 +41,7 @@ def incidents(
     With ``redact`` (the default) the excerpt has emails, card and phone
     numbers replaced; without it the excerpt is as the service sent it.
     """
+    require_marts(con)
     lo, hi = day_bounds(first, last)
     frame = read_frame(con, INCIDENT_QUERY, [lo, hi])
     if frame.is_empty():

@@ -16,6 +16,7 @@ import duckdb
 import orjson
 import polars as pl
 
+from convo_analytics.errors import UserError
 from convo_analytics.transform._cube import TIER, Cube, build_cube
 from convo_analytics.transform._facts import DIMENSIONS, read_facts
 from convo_analytics.transform._frames import read_frame
@@ -38,6 +39,27 @@ class PublishedRun:
     low_confidence_threshold: float
     #: The marts it wrote (a warehouse made by an older release may lack some).
     marts: frozenset[str] = frozenset()
+
+
+class NotTransformed(UserError):
+    """The warehouse has no marts yet (or was made by a release without them)."""
+
+
+def require_marts(con: duckdb.DuckDBPyConnection) -> None:
+    """Raise NotTransformed, naming the fix, when the marts are missing."""
+    names = {MART_SLICES.name, MART_DAILY_PERCENTILES.name, "transform_runs",
+             "mart_guardrail_incidents", *(t.name for t in DAILY_MARTS.values())}  # fmt: skip
+    found = {
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        ).fetchall()
+    }
+    if missing := sorted(names - found):
+        raise NotTransformed(
+            f"the warehouse has no marts yet ({', '.join(missing[:3])} missing); "
+            "run 'convo transform' (or 'convo run') first"
+        )
 
 
 def latest_transform(con: duckdb.DuckDBPyConnection) -> PublishedRun | None:
@@ -111,10 +133,13 @@ def load_cube(
 ) -> Cube:
     """The daily cube for ``tz``, restricted to ``first``..``last`` and the filters.
 
+    Raises NotTransformed when the warehouse has no marts.
+
     ``by_dimension=False`` sums the slices away (in SQL, before anything reaches
     Python) for callers that want whole-workspace figures only, such as the
     summary export: the same numbers from far fewer rows.
     """
+    require_marts(con)
     run = latest_transform(con)
     threshold = (
         low_confidence_threshold

@@ -35,8 +35,8 @@ def open_warehouse(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyCon
     except duckdb.IOException as exc:
         if "lock" in str(exc).lower():
             raise WarehouseBusy(
-                f"warehouse {path} is open for writing by another process; wait for it to "
-                "finish (or stop it) and run again"
+                f"warehouse {path} is in use by another process (a run writing it, or a "
+                "reader holding it open); wait for it to finish (or stop it) and run again"
             ) from None
         raise UserError(f"cannot open warehouse {path}: {exc}") from None
     con.execute("SET TimeZone = 'UTC'")
@@ -62,9 +62,14 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         "applied_at TIMESTAMPTZ)"
     )
     compression = compression_supported(con)
+    (before,) = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchall()[0]
     for table in ALL_TABLES:
         con.execute(table.ddl(compression=compression))
     upgrade_tables(con, ALL_TABLES, compression=compression)
+    if 0 < before < 2:
+        from convo_analytics.warehouse._load import backfill_detail_children
+
+        backfill_detail_children(con)
     con.execute(
         "INSERT INTO schema_version VALUES (?, now()) ON CONFLICT DO NOTHING", [SCHEMA_VERSION]
     )

@@ -514,3 +514,30 @@ def record_structure(con: duckdb.DuckDBPyConnection, stage: str) -> dict[str, An
         return {}
     value = orjson.loads(row[0])
     return value if isinstance(value, dict) else {}
+
+
+def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
+    """Fill the detail escalation and guardrail tables from the details already stored.
+
+    A warehouse made before those tables existed holds the details raw; without
+    this, the escalations and incidents of conversations that do not change
+    again would come from nowhere (events older than a detail are left to it).
+    """
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE upgrade_details AS
+            SELECT r.id, json_transform(r.payload, '{_quoted_structure(DETAIL_STRUCTURE)}') AS _p
+            FROM raw_conversation_details r JOIN conversations c
+              ON c.id = r.id AND c.detail_updated_at = r.updated_at
+            QUALIFY row_number() OVER (PARTITION BY r.id ORDER BY r.fetched_at DESC) = 1"""
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE applied_details AS "
+        "SELECT id, rowid AS drow, false AS held FROM upgrade_details"
+    )
+    from convo_analytics.warehouse._connection import transaction
+
+    with transaction(con):
+        for table, member in DETAIL_CHILDREN[1:]:  # the transcripts were stored all along
+            _replace_children(con, "upgrade_details", "upgrade", table, member, False)
+    con.execute("DROP TABLE upgrade_details")
+    con.execute("DROP TABLE applied_details")

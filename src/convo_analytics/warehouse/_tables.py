@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from convo_analytics.contract._summary import SummaryMetrics
 
-SCHEMA_VERSION = 1
+#: 2: conversation details' escalations and guardrail events got their own tables.
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
