@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.cli._errors import require_loopback
+from convo_analytics.cli._errors import BehindTlsProxy, require_loopback
 from convo_analytics.errors import UserError
 
 __all__ = ["dashboard", "publish"]
@@ -60,12 +60,7 @@ def dashboard(
     published_dir: Annotated[
         Path | None, typer.Option("--dir", help="Snapshots to read (default: publish.dir).")
     ] = None,
-    behind_tls_proxy: Annotated[
-        bool,
-        typer.Option(
-            "--behind-tls-proxy", help="Allow a non-loopback --host: a TLS proxy is in front."
-        ),
-    ] = False,
+    behind_tls_proxy: BehindTlsProxy = False,
 ) -> None:
     """Serve the Streamlit app over the published snapshot (never the live warehouse)."""
     settings = settings_from_context(

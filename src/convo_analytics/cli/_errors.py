@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Annotated, TextIO
 
+import typer
 from typer._click.core import Command, Context
 from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
@@ -54,6 +55,16 @@ def _resolve(root: Command, args: Sequence[str], prog_name: str) -> Context:
             break
         ctx = sub.make_context(name, sub_args, parent=ctx, resilient_parsing=True)
     return ctx
+
+
+#: The flag every plain-HTTP server takes to listen beyond loopback (see require_loopback).
+BehindTlsProxy = Annotated[
+    bool,
+    typer.Option(
+        "--behind-tls-proxy",
+        help="Allow a non-loopback --host: a TLS-terminating proxy is in front.",
+    ),
+]
 
 
 def require_loopback(host: str, behind_tls_proxy: bool, what: str) -> None:

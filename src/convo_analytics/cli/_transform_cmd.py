@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.cli._errors import require_loopback
+from convo_analytics.cli._errors import BehindTlsProxy, require_loopback
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
@@ -248,12 +248,7 @@ def serve(
         int | None, typer.Option("--port", help="TCP port (0 picks a free one).")
     ] = None,
     db: DbOption = None,
-    behind_tls_proxy: Annotated[
-        bool,
-        typer.Option(
-            "--behind-tls-proxy", help="Allow a non-loopback --host: a TLS proxy is in front."
-        ),
-    ] = False,
+    behind_tls_proxy: BehindTlsProxy = False,
 ) -> None:
     """Answer GET /v1/analytics/summary from the warehouse, behind a bearer token.
 

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.cli._errors import require_loopback
+from convo_analytics.cli._errors import BehindTlsProxy, require_loopback
 from convo_analytics.errors import UserError
 
 __all__ = ["serve"]
@@ -41,13 +41,7 @@ def serve(
         int,
         typer.Option("--max-body-bytes", min=1, help="Larger bodies are answered 413."),
     ] = DEFAULT_MAX_BODY_BYTES,
-    behind_tls_proxy: Annotated[
-        bool,
-        typer.Option(
-            "--behind-tls-proxy",
-            help="Allow a non-loopback --host: a TLS-terminating proxy is in front.",
-        ),
-    ] = False,
+    behind_tls_proxy: BehindTlsProxy = False,
     path: Annotated[str, typer.Option("--path", help="URL path deliveries are POSTed to.")] = (
         "/webhooks"
     ),
