@@ -188,3 +188,17 @@ def test_the_pipeline_runs_while_the_app_reads(
         finally:
             con.close()
         assert count == 260
+        runs = latest.connect()
+        try:
+            nightly = runs.execute("SELECT status FROM pipeline_runs").fetchall()
+        finally:
+            runs.close()
+        assert nightly == [("ok",)]  # publish is the run's last step
+    at.switch_page("app_pages/pipeline.py").run()
+    assert not at.exception
+    history = next(
+        df.value
+        for df in at.dataframe
+        if "step" in df.value.columns and "run_id" in df.value.columns
+    )
+    assert "nightly run" in set(history["step"])

@@ -29,7 +29,7 @@ def run(
     ] = False,
     list_steps: Annotated[bool, typer.Option("--list", help="List the steps and exit.")] = False,
 ) -> None:
-    """Run the nightly pipeline: extract, webhook ingest, transform, publish, exports, retention.
+    """Run the nightly pipeline: extract, webhook ingest, transform, exports, retention, publish.
 
     Exit status 0 when every step succeeded, 1 when one failed (the run stops
     there, the published data stays as it was, and the alert goes out), 75 when

@@ -298,7 +298,10 @@ def pipeline_status(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
     """Freshness (last successful runs, bookmarks), run history and quarantine."""
     runs = read_frame(
         con,
-        """SELECT 'extract' AS step, run_id, stream AS part, started_at, finished_at, status,
+        """SELECT 'nightly run' AS step, run_id, failed_step AS part, started_at, finished_at,
+                  status, NULL AS count, error FROM pipeline_runs
+           UNION ALL
+           SELECT 'extract' AS step, run_id, stream AS part, started_at, finished_at, status,
                   records AS count, error FROM extract_runs
            UNION ALL
            SELECT 'webhook ingest', ingest_run_id, NULL, started_at, finished_at, status,
@@ -311,7 +314,8 @@ def pipeline_status(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
     freshness = read_frame(
         con,
         """SELECT step, max(finished_at) AS last_success FROM (
-               SELECT 'extract' AS step, finished_at FROM extract_runs WHERE status = 'ok'
+               SELECT 'nightly run' AS step, finished_at FROM pipeline_runs WHERE status = 'ok'
+               UNION ALL SELECT 'extract', finished_at FROM extract_runs WHERE status = 'ok'
                UNION ALL SELECT 'webhook ingest', finished_at FROM ingest_runs WHERE status = 'ok'
                UNION ALL SELECT 'transform', finished_at FROM transform_runs WHERE status = 'ok')
            GROUP BY step ORDER BY step""",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,11 +58,16 @@ def current_snapshot(published_dir: Path) -> Snapshot | None:
 
 
 def publish_snapshot(
-    con: duckdb.DuckDBPyConnection, db_path: Path, published_dir: Path, keep: int = 3
+    con: duckdb.DuckDBPyConnection,
+    db_path: Path,
+    published_dir: Path,
+    keep: int = 3,
+    prepare: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> Snapshot:
     """Copy the warehouse ``con`` has open (for writing) into a new snapshot and point at it.
 
     The caller holds the warehouse, so nothing else writes during the copy.
+    ``prepare`` may change the copy (and only the copy) before readers see it.
     """
     if keep < 1:
         raise UserError("keep at least one published snapshot (--keep 1 or more)")
@@ -72,6 +78,13 @@ def publish_snapshot(
     target = published_dir / f"{PREFIX}{snapshot_id}.duckdb"
     partial = target.with_name(target.name + ".partial")
     shutil.copyfile(db_path, partial)
+    if prepare is not None:
+        copy = duckdb.connect(str(partial))
+        try:
+            prepare(copy)
+            copy.execute("CHECKPOINT")
+        finally:
+            copy.close()
     with partial.open("rb") as f:
         os.fsync(f.fileno())
     partial.replace(target)
