@@ -46,7 +46,7 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
     secret = ctx.settings.get_secret("webhooks.secret")
     if secret is None:
         return {"skipped": "no webhook secret configured"}
-    archive_dir = ctx.settings.get_path("webhooks.archive_dir") or Path("data/webhooks")
+    archive_dir = ctx.settings.require_path("webhooks.archive_dir")
     roots = [archive_dir] if archive_dir.exists() else []
     roots += [Path(p) for p in ctx.settings.get_list("run.ingest_paths")]
     files = archive_files(roots) if roots else []
@@ -90,7 +90,7 @@ def publish(ctx: RunContext) -> dict[str, Any]:
     from convo_analytics.publish import publish_snapshot
     from convo_analytics.warehouse import open_warehouse
 
-    folder = ctx.settings.get_path("publish.dir") or Path("data/published")
+    folder = ctx.settings.require_path("publish.dir")
     con = open_warehouse(ctx.db_path)
     try:
         snap = publish_snapshot(
@@ -127,7 +127,7 @@ def exports(ctx: RunContext) -> dict[str, Any]:
     last = datetime.now(UTC).date() - timedelta(days=1)
     first = last - timedelta(days=settings.get_int("run.export_days") - 1)
     tz = (settings.get_list("transform.timezones") or ("UTC",))[0]
-    folder = settings.get_path("export.dir") or Path("data/exports")
+    folder = settings.require_path("export.dir")
     folder.mkdir(parents=True, exist_ok=True)
     con = open_warehouse(ctx.db_path, read_only=True)
     try:
@@ -154,7 +154,7 @@ def retention(ctx: RunContext) -> dict[str, Any]:
     from convo_analytics.pipeline import prune_archives
     from convo_analytics.warehouse import open_warehouse
 
-    archive_dir = ctx.settings.get_path("webhooks.archive_dir") or Path("data/webhooks")
+    archive_dir = ctx.settings.require_path("webhooks.archive_dir")
     con = open_warehouse(ctx.db_path)
     try:
         return prune_archives(con, archive_dir, ctx.settings.get_int("run.archive_retention_days"))

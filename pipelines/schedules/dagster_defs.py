@@ -33,7 +33,7 @@ def _asset(step: Step, upstream: str | None) -> dg.AssetsDefinition:
     )
     def _materialise(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         settings = load_settings(None, {}, None)
-        db = settings.get_path("warehouse.path") or Path("data/warehouse.duckdb")
+        db = settings.require_path("warehouse.path")
         counts = step.run(RunContext(settings=settings, run_id=context.run_id, db_path=db))
         return dg.MaterializeResult(metadata={k: str(v) for k, v in counts.items()})
 

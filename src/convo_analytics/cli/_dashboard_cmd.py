@@ -35,14 +35,13 @@ def publish(
     settings = settings_from_context(
         ctx, {"warehouse.path": db, "publish.dir": published_dir, "publish.keep": keep}
     )
-    db_path = settings.get_path("warehouse.path")
-    assert db_path is not None
+    db_path = settings.require_path("warehouse.path")
     if not db_path.exists():
         raise UserError(f"warehouse {db_path} does not exist yet; run 'convo extract' first")
     from convo_analytics.publish import publish_snapshot
     from convo_analytics.warehouse import open_warehouse
 
-    folder = settings.get_path("publish.dir") or Path("data/published")
+    folder = settings.require_path("publish.dir")
     con = open_warehouse(db_path)
     try:
         snap = publish_snapshot(con, db_path, folder, settings.get_int("publish.keep"))
@@ -70,7 +69,7 @@ def dashboard(
     require_loopback(bind_host, behind_tls_proxy, "the dashboard")
     if not APP.exists():
         raise UserError(f"the app's entry script {APP} is missing; run from a checkout of the repo")
-    folder = (settings.get_path("publish.dir") or Path("data/published")).resolve()
+    folder = settings.require_path("publish.dir").resolve()
     env = {**os.environ, "CONVO_PUBLISHED_DIR": str(folder)}
     argv = [
         sys.executable, "-m", "streamlit", "run", str(APP),

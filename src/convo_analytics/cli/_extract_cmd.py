@@ -57,8 +57,7 @@ def extract_config(settings: Settings, **flags: object) -> object:
         raise UserError("--full-refresh and --backfill-from/--backfill-to exclude each other")
     if backfill_from and backfill_to and backfill_to <= backfill_from:
         raise UserError("--backfill-to must be after --backfill-from")
-    db = settings.get_path("warehouse.path")
-    assert db is not None
+    db = settings.require_path("warehouse.path")
     return ExtractConfig(
         base_url=base_url,
         api_key=settings.require_secret("service.api_key").reveal(),

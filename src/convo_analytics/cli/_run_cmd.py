@@ -55,7 +55,7 @@ def run(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )  # fmt: skip
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    lock = settings.get_path("run.lock_file") or Path("data/convo-run.lock")
+    lock = settings.require_path("run.lock_file")
     try:
         result = run_pipeline(steps, settings, lock)
     except RunLocked as exc:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import duckdb
 import orjson
 import typer
 from rich.console import Console
@@ -46,11 +47,10 @@ def _zone(flag: str, value: str) -> str:
     return value
 
 
-def _warehouse(settings: Settings, *, read_only: bool) -> object:
+def _warehouse(settings: Settings, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     from convo_analytics.warehouse import open_warehouse
 
-    db = settings.get_path("warehouse.path")
-    assert db is not None
+    db = settings.require_path("warehouse.path")
     return open_warehouse(db, read_only=read_only)
 
 
@@ -120,9 +120,9 @@ def transform(
     )
     con = _warehouse(settings, read_only=False)
     try:
-        result = run_transform(con, config)  # type: ignore[arg-type]
+        result = run_transform(con, config)
     finally:
-        con.close()  # type: ignore[attr-defined]
+        con.close()
     if as_json:
         sys.stdout.write(orjson.dumps(result.as_json()).decode() + "\n")
     else:
@@ -166,7 +166,7 @@ def export_summary_cmd(
     con = _warehouse(settings, read_only=True)
     try:
         body = export_summary(
-            con,  # type: ignore[arg-type]
+            con,
             first,
             last,
             _default_tz(settings, tz),
@@ -174,7 +174,7 @@ def export_summary_cmd(
             workspace_id=workspace_id,
         )
     finally:
-        con.close()  # type: ignore[attr-defined]
+        con.close()
     data = orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n"
     if out is None:
         sys.stdout.buffer.write(data)
@@ -218,11 +218,11 @@ def export_guardrails_cmd(
         raise UserError(f"--format {fmt!r}: choose jsonl, csv or parquet")
     settings = settings_from_context(ctx, {"warehouse.path": db, "export.dir": out_dir})
     first, last = parse_day("--from", from_), parse_day("--to", to)
-    directory = settings.get_path("export.dir") or Path("data/exports")
+    directory = settings.require_path("export.dir")
     con = _warehouse(settings, read_only=True)
     try:
         result = export_guardrails(
-            con,  # type: ignore[arg-type]
+            con,
             first,
             last,
             directory,
@@ -231,7 +231,7 @@ def export_guardrails_cmd(
             redact=redact,
         )
     finally:
-        con.close()  # type: ignore[attr-defined]
+        con.close()
     if as_json:
         sys.stdout.write(orjson.dumps(result.manifest).decode() + "\n")
     else:
@@ -265,8 +265,7 @@ def serve(
             "convo serve needs a token for its clients: set CONVO_SERVE_TOKEN or "
             "CONVO_SERVE_TOKEN_FILE"
         )
-    db_path = settings.get_path("warehouse.path")
-    assert db_path is not None
+    db_path = settings.require_path("warehouse.path")
     from convo_analytics._serving import bind
     from convo_analytics.serve import create_serve_app
 

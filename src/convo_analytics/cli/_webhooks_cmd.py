@@ -83,8 +83,7 @@ def ingest_command(
     settings = settings_from_context(ctx, {"warehouse.path": db})
     keys = webhook_secrets(settings, secret)
     files = archive_files(paths)
-    db_path = settings.get_path("warehouse.path")
-    assert db_path is not None
+    db_path = settings.require_path("warehouse.path")
     from convo_analytics.webhooks import ingest
 
     result = ingest(files, keys, db_path)

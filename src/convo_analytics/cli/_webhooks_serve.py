@@ -60,7 +60,7 @@ def serve(
             "no webhook secret to verify deliveries with; set CONVO_WEBHOOK_SECRET "
             "(comma-separated during rotation) or CONVO_WEBHOOK_SECRET_FILE"
         )
-    directory = settings.get_path("webhooks.archive_dir") or Path("data/webhooks")
+    directory = settings.require_path("webhooks.archive_dir")
     from convo_analytics._serving import bind
     from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
 

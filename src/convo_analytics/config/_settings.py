@@ -128,6 +128,13 @@ class Settings:
         assert value is None or isinstance(value, Path)
         return value
 
+    def require_path(self, name: str) -> Path:
+        """A path setting that must be set (its default, the registry's, usually is)."""
+        value = self.get_path(name)
+        if value is None:
+            raise ConfigError(f"{name} is empty; set it in convo.toml or its environment variable")
+        return value
+
     def get_list(self, name: str) -> tuple[str, ...]:
         value = self._typed(name, Kind.LIST)
         assert isinstance(value, tuple)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from urllib.parse import quote
 import duckdb
 import orjson
 
+from convo_analytics._run_ids import new_run_id
 from convo_analytics.contract import RateLimitPolicy
 from convo_analytics.extract._http import ExtractError, RequestStats, ServiceClient
 from convo_analytics.extract._limiter import AdaptiveLimiter
@@ -133,10 +133,6 @@ class ExtractResult:
             "durationSeconds": round(self.seconds, 3),
             "streams": {name: s.to_json() for name, s in self.streams.items()},
         }
-
-
-def new_run_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
 
 
 @dataclass

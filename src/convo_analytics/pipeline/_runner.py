@@ -14,7 +14,6 @@ import logging
 import os
 import socket
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from convo_analytics._run_ids import new_run_id
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 from convo_analytics.pipeline._alert import send_alert
@@ -105,14 +105,10 @@ def load_steps(path: Path) -> list[Step]:
     return steps
 
 
-def new_run_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
-
-
 def run_pipeline(steps: Sequence[Step], settings: Settings, lock_path: Path) -> RunResult:
     """Run ``steps`` in order under the lock; stop at the first failure. Raises RunLocked."""
     result = RunResult(run_id=new_run_id())
-    db_path = settings.get_path("warehouse.path") or Path("data/warehouse.duckdb")
+    db_path = settings.require_path("warehouse.path")
     with RunLock(lock_path).acquire(result.run_id) as lock:
         if lock.previous and lock.previous.get("runId"):
             result.recovered_from = str(lock.previous["runId"])

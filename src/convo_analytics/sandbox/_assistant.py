@@ -26,6 +26,7 @@ from typing import Any
 
 from convo_analytics.sandbox._activity import ConversationClosed
 from convo_analytics.sandbox._generate import INACTIVITY_BY_CHANNEL, MINUTE_MS
+from convo_analytics.sandbox._guardrails import _EMAIL, _PHONE
 from convo_analytics.sandbox._knowledge import Hit, KnowledgeBase
 from convo_analytics.sandbox._model import Conversation, Event
 from convo_analytics.sandbox._workspace import Workspace
@@ -52,8 +53,6 @@ INTENTS = (
     ("complaint", ("complaint", "terrible", "angry", "worst")),
     ("support", ("error", "broken", "help", "issue", "problem", "reset")),
 )
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_PHONE = re.compile(r"\+?\d[\d ()-]{7,}\d")
 FALLBACK = "I could not find that in our knowledge base. Could you rephrase, or ask for a person?"
 HANDOFF = "I am connecting you with a person from our team; they will reply here shortly."
 QUALIFIED = "Thank you! Someone from our sales team will contact you shortly."
