@@ -355,9 +355,25 @@ def _shapes() -> bytes:
             archive_line(b3, {"x-signature": orjson.loads(b3)["signature"] + " "}, "t"),
             canonical + b"\n",
             delivery(e[7], secret=b"forged-secret"),
+            *_odd_members(),
             signed_body(e[7]),  # last line, no newline
         ]
     )
+
+
+_NULL_MEMBERS = {**event(301), "headers": None, "body": None}
+
+
+def _odd_members() -> list[bytes]:
+    """Lines other archives may hold: null members, headers whose values are not text."""
+    b4 = signed_body(event(300))
+    sig4 = orjson.loads(b4)["signature"]
+    numbers = {"x-convo-signature": sig4, "idempotency-key": 77, "x-convo-attempt": 3}
+    return [
+        orjson.dumps({"receivedAt": 5, "headers": numbers, "body": b4.decode()}) + b"\n",
+        # null headers and body members: a bare event body, as if they were absent
+        signed_body(_NULL_MEMBERS) + b"\n",
+    ]
 
 
 def test_the_common_case_shortcut_stores_what_the_general_path_stores(
@@ -368,9 +384,9 @@ def test_the_common_case_shortcut_stores_what_the_general_path_stores(
     path = tmp_path / "shapes.jsonl"
     path.write_bytes(_shapes())
     fast = run(tmp_path / "fast", [path])
-    assert fast["signatureReadings"] == {"canonical": 1, "raw": 1, "stripped": 8}
+    assert fast["signatureReadings"] == {"canonical": 1, "raw": 1, "stripped": 10}
     assert (fast["duplicates"], fast["quarantined"]) == (1, {"bad_signature": 1})
-    monkeypatch.setattr(Ingester, "_common_case", lambda self, body, headers: None)
+    monkeypatch.setattr(Ingester, "shortcut", False)
     general = run(tmp_path / "general", [path])
     assert {**fast, "runId": "", "durationSeconds": 0} == {
         **general,
@@ -380,6 +396,13 @@ def test_the_common_case_shortcut_stores_what_the_general_path_stores(
     assert table_digest(tmp_path / "fast" / "w.duckdb") == table_digest(
         tmp_path / "general" / "w.duckdb"
     )
+    with duckdb.connect(str(tmp_path / "fast" / "w.duckdb"), read_only=True) as con:
+        odd = con.execute(
+            "SELECT idempotency_key, attempt, signature_source, received_at IS NULL "
+            "FROM events WHERE event_id IN ('77', 'sha256:' || ?) ORDER BY 1 NULLS LAST",
+            [hashlib.sha256(orjson.dumps(_NULL_MEMBERS)).hexdigest()],
+        ).fetchall()
+    assert odd == [("77", 3, "x-convo-signature", True), (None, None, "field", True)]
 
 
 @settings(max_examples=30, deadline=None)
@@ -387,7 +410,7 @@ def test_the_common_case_shortcut_stores_what_the_general_path_stores(
 def test_the_block_reader_gives_the_lines_a_line_by_line_read_gives(
     tmp_path_factory: pytest.TempPathFactory, cut: float, crlf: bool, ends: bool
 ) -> None:
-    from convo_analytics.webhooks import _ingest
+    from convo_analytics.webhooks import _lines
 
     lines = [delivery(event(i)).replace(b"\n", b"\r\n" if crlf else b"\n") for i in range(300)]
     data = b"".join(lines) if ends else b"".join(lines)[:-1]
@@ -403,8 +426,8 @@ def test_the_block_reader_gives_the_lines_a_line_by_line_read_gives(
         problem = f"the gzip stream ends early or is damaged ({exc})"
     got: list[bytes] = []
     ended = []
-    for block, end in _ingest._blocks(path):
-        got.extend(block)
+    for block, end in _lines.read_blocks(path):
+        got.extend(block.lines() if block is not None else [])
         ended.append(end)
     assert got == expected
     assert ended[-1] == problem
@@ -412,13 +435,14 @@ def test_the_block_reader_gives_the_lines_a_line_by_line_read_gives(
 
 def test_a_gzip_cut_to_its_first_byte_is_a_damaged_gzip(tmp_path: Path) -> None:
     """Not a one-line plain file: the name and the magic's first byte say what it was."""
-    from convo_analytics.webhooks import _ingest
+    from convo_analytics.webhooks import _lines
 
     cut = tmp_path / "a.jsonl.gz"
     cut.write_bytes(gzip.compress(b'{"event": "x"}\n')[:1])
-    blocks = list(_ingest._blocks(cut))
-    assert [lines for lines, _ in blocks] == [[]]
+    blocks = list(_lines.read_blocks(cut))
+    assert [block for block, _ in blocks] == [None]
     assert "gzip" in str(blocks[-1][1])
     plain = tmp_path / "b.jsonl.gz"  # plain text misnamed .gz still reads as text
     plain.write_bytes(b'{"a": 1}\n')
-    assert [lines for lines, _ in _ingest._blocks(plain)] == [[b'{"a": 1}'], []]
+    read = [(block.lines() if block else None, end) for block, end in _lines.read_blocks(plain)]
+    assert read == [([b'{"a": 1}'], None), (None, None)]

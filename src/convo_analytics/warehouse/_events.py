@@ -13,14 +13,14 @@ lifecycles, whose rows are completed by the second event of the pair.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import duckdb
 import orjson
 import pyarrow as pa
 
-from convo_analytics.warehouse._load import _parsed, _ts, _typed_select
+from convo_analytics.warehouse._load import _access, _ident, _quoted_structure, _structure, _ts
 from convo_analytics.warehouse._tables import (
     FEEDBACK,
     GUARDRAIL_EVENTS,
@@ -41,7 +41,7 @@ STAGE_SCHEMA = pa.schema(
         ("signature_source", pa.string()),
         ("secret_index", pa.int32()),
         ("delivery_id", pa.string()),
-        ("attempt", pa.int32()),
+        ("attempt", pa.string()),
         ("received_at", pa.string()),
     ]
 )
@@ -78,52 +78,58 @@ def quarantine(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: str, now:
     con.unregister("q_rows")
 
 
+#: Rows per Arrow record batch handed to DuckDB: it scans one batch per thread.
+_BATCH = 16_384
+
+
 def load_events(
     con: duckdb.DuckDBPyConnection, stage: pa.Table, run_id: str, now: datetime
 ) -> ChunkCounts:
     counts = ChunkCounts()
     if stage.num_rows == 0:
         return counts
-    con.register("ev_bin", stage)
-    # Each body is parsed once, into a struct; the JSON text is kept for the payload column.
-    # This is the chunk's only wide table: the steps below add narrow ones beside it.
+    con.register("ev_bin", pa.Table.from_batches(stage.to_batches(max_chunksize=_BATCH)))
+    # Each body is parsed once, into the envelope's struct (its data kept as JSON text for
+    # the per-kind tables below); this is the chunk's only wide table.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE ev_chunk AS
-        SELECT * EXCLUDE (body, body_text, j, e), e.event AS event_type,
-               e.timestamp AS timestamp_text, {_ts("e.timestamp")} AS occurred_at,
-               e.workspaceId AS workspace_id, e.conversationId AS conversation_id,
-               e.data AS data, j AS payload,
-               COALESCE(idempotency_key, 'sha256:' || content_hash) AS event_id,
-               CASE WHEN body_text IS NULL THEN 'bad_encoding'
-                    WHEN j IS NULL THEN 'malformed_body'
-                    WHEN json_type(j) <> 'OBJECT' OR e.event IS NULL THEN 'not_an_event'
-                    WHEN {_ts("e.timestamp")} IS NULL THEN 'bad_timestamp'
-               END AS problem,
-               CASE WHEN problem IS NOT NULL THEN left(COALESCE(body_text, ''), 2000) END
-                   AS excerpt,
-               false AS duplicate
-        FROM (SELECT *, json_transform(j, '{_ENVELOPE}') AS e FROM (
-                SELECT *, TRY_CAST(body_text AS JSON) AS j FROM (
-                    SELECT *, TRY(decode(body)) AS body_text FROM ev_bin)))"""
+        SELECT * EXCLUDE (parsed),
+               CASE WHEN payload IS NULL THEN 'bad_encoding'
+                    WHEN NOT parsed THEN CASE WHEN json_valid(payload) THEN 'not_an_event'
+                                              ELSE 'malformed_body' END
+                    WHEN event_type IS NULL THEN 'not_an_event'
+                    WHEN occurred_at IS NULL THEN 'bad_timestamp'
+               END AS problem
+        FROM (
+            SELECT * EXCLUDE (e), e IS NOT NULL AS parsed, e.event AS event_type,
+                   e.timestamp AS timestamp_text, {_ts("e.timestamp")} AS occurred_at,
+                   e.workspaceId AS workspace_id, e.conversationId AS conversation_id,
+                   e.data AS data,
+                   COALESCE(idempotency_key, 'sha256:' || content_hash) AS event_id
+            FROM (SELECT *, TRY(json_transform(payload, '{_ENVELOPE}')) AS e
+                  FROM (SELECT * EXCLUDE (body), TRY(decode(body)) AS payload FROM ev_bin)))"""
     )
     con.unregister("ev_bin")
     bad = con.sql(
         """SELECT source_file, source_line, problem,
                   CASE problem WHEN 'bad_timestamp' THEN 'timestamp: ' || timestamp_text
                                ELSE 'the delivery body is not a JSON event' END,
-                  excerpt
+                  left(COALESCE(payload, ''), 2000)
            FROM ev_chunk WHERE problem IS NOT NULL"""
     ).to_arrow_table()
     if bad.num_rows:
         quarantine(con, bad.rename_columns(QUARANTINE_SCHEMA.names), run_id, now)
         counts.quarantined.update(str(r) for r in bad.column(2).to_pylist())
-        con.execute("DELETE FROM ev_chunk WHERE problem IS NOT NULL")
     # A line is a duplicate when one of its keys is known, or came earlier in the chunk.
+    # Each key row carries the first line of the chunk with that key (a line whose
+    # idempotency key is its content hash has that key once).
     con.execute(
         """CREATE OR REPLACE TEMP TABLE ev_chunk_keys AS
-        SELECT ord, content_hash AS key, event_id FROM ev_chunk
-        UNION ALL SELECT ord, idempotency_key, event_id FROM ev_chunk
-                  WHERE idempotency_key IS NOT NULL"""
+        SELECT *, min(ord) OVER (PARTITION BY key) AS first FROM (
+            SELECT ord, content_hash AS key, event_id FROM ev_chunk WHERE problem IS NULL
+            UNION ALL SELECT ord, idempotency_key, event_id FROM ev_chunk
+                      WHERE problem IS NULL AND idempotency_key IS NOT NULL
+                        AND idempotency_key <> content_hash)"""
     )
     # event_keys is scanned once a chunk (it has no index, see Table.indexed): the keys
     # of this chunk it holds, a narrow table both steps below read.
@@ -132,31 +138,31 @@ def load_events(
         SELECT DISTINCT key FROM ev_chunk_keys SEMI JOIN event_keys USING (key)"""
     )
     con.execute(
-        """UPDATE ev_chunk SET duplicate = true WHERE ord IN (
-              SELECT ord FROM ev_chunk_keys SEMI JOIN ev_chunk_known USING (key)
-              UNION ALL
-              SELECT ord FROM (
-                  SELECT ord, min(ord) OVER (PARTITION BY key) AS first FROM ev_chunk_keys)
-              WHERE ord > first)"""
+        """CREATE OR REPLACE TEMP TABLE ev_chunk_dups AS
+        SELECT DISTINCT ord FROM (
+            SELECT ord FROM ev_chunk_keys SEMI JOIN ev_chunk_known USING (key)
+            UNION ALL SELECT ord FROM ev_chunk_keys WHERE ord > first)"""
     )
     # Only events whose keys were unseen are stored, and only unseen keys are added
     # (each with its first event).
     con.execute(
-        """INSERT INTO events
+        f"""INSERT INTO events
            SELECT event_id, event_type, occurred_at, workspace_id, conversation_id, data,
                   payload, idempotency_key, content_hash, signature_reading,
-                  signature_source, secret_index, delivery_id, attempt,
+                  signature_source, secret_index, delivery_id, TRY_CAST(attempt AS INTEGER),
                   TRY_CAST(received_at AS TIMESTAMPTZ), source_file, source_line, ?
-           FROM ev_chunk WHERE NOT duplicate""",
+           FROM ({_NEW})""",
         [run_id],
     )
     con.execute(
         """INSERT INTO event_keys
-           SELECT key, arg_min(event_id, ord) FROM ev_chunk_keys
-           ANTI JOIN ev_chunk_known USING (key) GROUP BY key"""
+           SELECT key, event_id FROM ev_chunk_keys ANTI JOIN ev_chunk_known USING (key)
+           WHERE ord = first"""
     )
     for reading, kind, duplicate, n in con.execute(
-        "SELECT signature_reading, event_type, duplicate, count(*) FROM ev_chunk GROUP BY ALL"
+        """SELECT signature_reading, event_type, ord IN (SELECT ord FROM ev_chunk_dups),
+                  count(*)
+           FROM ev_chunk WHERE problem IS NULL GROUP BY ALL"""
     ).fetchall():
         if duplicate:
             counts.duplicates += int(n)
@@ -171,7 +177,7 @@ def load_events(
 # -- per-kind tables -------------------------------------------------------------------------
 
 #: The events this chunk stored (the fan-out never rescans the growing events table).
-_NEW = "SELECT * FROM ev_chunk WHERE NOT duplicate"
+_NEW = "SELECT * FROM ev_chunk ANTI JOIN ev_chunk_dups USING (ord) WHERE problem IS NULL"
 _ENVELOPE = orjson.dumps(
     {
         "event": "VARCHAR",
@@ -181,37 +187,68 @@ _ENVELOPE = orjson.dumps(
         "data": "JSON",
     }
 ).decode()
+#: Envelope fields the per-kind tables take, and the chunk's column holding each.
+_ENVELOPE_COLUMNS = {
+    "$.timestamp": "occurred_at",
+    "$.conversationId": "conversation_id",
+    "$.workspaceId": "workspace_id",
+}
+
+
+def _data_fields(table: Table, extra: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The json_transform of ``data`` (``_d``) a per-kind table needs, and how each of its
+    sourced columns reads from it or from the envelope's columns.
+
+    ``data`` is parsed once, only for the rows of that kind, into the fields the table
+    sources from it (plus ``extra``: field name to JSON type).
+    """
+    inner = [
+        replace(c, source="$." + c.source.removeprefix("$.data."))
+        for c in table.columns
+        if c.source is not None and c.source.startswith("$.data.")
+    ]
+    structure = _structure(inner)
+    for name, kind in extra.items():
+        structure.setdefault(name, kind)
+    picked = {c.name: _access(c, "_d", structure) for c in inner}
+    for c in table.columns:
+        if c.source in _ENVELOPE_COLUMNS:
+            picked[c.name] = _ENVELOPE_COLUMNS[c.source]
+    return f"json_transform(data, '{_quoted_structure(structure)}') AS _d", picked
+
+
+def _columns(table: Table, picked: dict[str, str]) -> str:
+    return ", ".join(f"{picked.get(c.name, 'NULL')} AS {c.name}" for c in table.columns)
 
 
 def _simple(
-    table: Table, event_type: str, key_path: str, computed: dict[str, str] | None = None
+    table: Table, event_type: str, key_field: str, computed: dict[str, str] | None = None
 ) -> str:
     """Fill a per-kind table from this chunk's events of one type, first arrival winning.
 
     The table has no key index (Table.indexed): a subject already stored is left out by
-    an anti-join, and of a subject's events in this chunk the first read is kept. The
-    typed columns come from the same struct-once parsing the API loads use.
+    an anti-join, and of a subject's events in this chunk the first read is kept.
     """
     key = table.key[0]
-    named = {
-        key: f"COALESCE(data->>'{key_path}', event_id)",
-        "event_id": "event_id",
+    parse, picked = _data_fields(table, {key_field: "VARCHAR"})
+    picked.update(
+        {key: f"COALESCE(_d.{_ident(key_field)}, event_id)", "event_id": "event_id"},
         **(computed or {}),
-    }
+    )
     return (
         f"INSERT INTO {table.name} SELECT * EXCLUDE (_ord) FROM ("
-        f"SELECT {_typed_select(table, 'payload', named)}, ord AS _ord "
-        f"FROM (SELECT *, {_parsed(table, 'payload')} FROM ({_NEW}) "
-        f"WHERE event_type = '{event_type}')) ANTI JOIN {table.name} USING ({key}) "
+        f"SELECT {_columns(table, picked)}, ord AS _ord "
+        f"FROM (SELECT *, {parse} FROM ({_NEW}) WHERE event_type = '{event_type}')) "
+        f"ANTI JOIN {table.name} USING ({key}) "
         f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY _ord) = 1"
     )
 
 
 def _fan_out(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(_simple(MESSAGE_TRACES, "message.responded", "$.messageId"))
-    con.execute(_simple(GUARDRAIL_EVENTS, "guardrail.triggered", "$.guardrailEventId"))
-    con.execute(_simple(FEEDBACK, "conversation.feedback", "$.feedbackId"))
-    con.execute(_simple(LEAD_QUALIFICATIONS, "lead.qualified", "$.leadId", {
+    con.execute(_simple(MESSAGE_TRACES, "message.responded", "messageId"))
+    con.execute(_simple(GUARDRAIL_EVENTS, "guardrail.triggered", "guardrailEventId"))
+    con.execute(_simple(FEEDBACK, "conversation.feedback", "feedbackId"))
+    con.execute(_simple(LEAD_QUALIFICATIONS, "lead.qualified", "leadId", {
         "score": "COALESCE(TRY_CAST(data->>'$.leadScore' AS DOUBLE), "
                  "TRY_CAST(data->>'$.qualificationScore' AS DOUBLE))",
         "email": "COALESCE(data->>'$.email', data->>'$.contactFields.email')",
@@ -221,26 +258,40 @@ def _fan_out(con: duckdb.DuckDBPyConnection) -> None:
     _lifecycle(con)
 
 
+def _kind_rows(fields: tuple[str, ...], *types: str) -> str:
+    """This chunk's new events of the given types, with ``fields`` of data parsed as ``d``."""
+    structure = _quoted_structure(dict.fromkeys(fields, "VARCHAR"))
+    listed = ", ".join(f"'{t}'" for t in types)
+    return (
+        f"(SELECT *, json_transform(data, '{structure}') AS d FROM ({_NEW}) "
+        f"WHERE event_type IN ({listed}))"
+    )
+
+
 def _escalations(con: duckdb.DuckDBPyConnection) -> None:
     """escalation.created and conversation.escalated complete one row between them."""
+    rows = _kind_rows(
+        ("escalationId", "reasonCode", "reason", "destination", "owner", "priority", "origin"),
+        "escalation.created",
+        "conversation.escalated",
+    )
     key = (
-        "COALESCE(e.data->>'$.escalationId', e.conversation_id || '|' || "
+        "COALESCE(e.d.escalationId, e.conversation_id || '|' || "
         "strftime(e.occurred_at, '%Y-%m-%dT%H:%M:%S.%f'))"
     )
+    created = "e.event_type = 'escalation.created'"
     con.execute(
         f"""INSERT INTO escalations
         SELECT {key}, any_value(e.event_id ORDER BY e.event_type), any_value(e.conversation_id),
                any_value(e.workspace_id), min(e.occurred_at),
-               COALESCE(any_value(e.data->>'$.reasonCode') FILTER (e.event_type =
-                   'escalation.created'), any_value(e.data->>'$.reason')),
-               any_value(e.data->>'$.destination'),
-               any_value(e.data->>'$.owner') FILTER (e.event_type = 'escalation.created'),
-               any_value(e.data->>'$.priority') FILTER (e.event_type = 'escalation.created'),
-               any_value(e.data->>'$.origin') FILTER (e.event_type = 'escalation.created'),
-               bool_or(e.event_type = 'escalation.created'),
+               COALESCE(any_value(e.d.reasonCode) FILTER ({created}), any_value(e.d.reason)),
+               any_value(e.d.destination),
+               any_value(e.d.owner) FILTER ({created}),
+               any_value(e.d.priority) FILTER ({created}),
+               any_value(e.d.origin) FILTER ({created}),
+               bool_or({created}),
                bool_or(e.event_type = 'conversation.escalated')
-        FROM ({_NEW}) e
-        WHERE e.event_type IN ('escalation.created', 'conversation.escalated')
+        FROM {rows} e
         GROUP BY 1
         ON CONFLICT (escalation_key) DO UPDATE SET
             escalated_at = least(escalations.escalated_at, excluded.escalated_at),
@@ -256,22 +307,24 @@ def _escalations(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _lifecycle(con: duckdb.DuckDBPyConnection) -> None:
+    rows = _kind_rows(
+        ("startedAt", "endedAt", "channel", "externalUserId", "outcome"),
+        "conversation.created",
+        "conversation.completed",
+    )
     created = "e.event_type = 'conversation.created'"
     completed = "e.event_type = 'conversation.completed'"
     con.execute(
         f"""INSERT INTO conversation_lifecycle
         SELECT e.conversation_id, any_value(e.event_id), e.conversation_id,
                any_value(e.workspace_id),
-               any_value({_ts("COALESCE(e.data->>'$.startedAt', e.payload->>'$.timestamp')")})
-                   FILTER ({created}),
-               any_value(e.data->>'$.channel') FILTER ({created}),
-               any_value(e.data->>'$.externalUserId') FILTER ({created}),
-               any_value({_ts("COALESCE(e.data->>'$.endedAt', e.payload->>'$.timestamp')")})
-                   FILTER ({completed}),
-               any_value(e.data->>'$.outcome') FILTER ({completed})
-        FROM ({_NEW}) e
-        WHERE e.event_type IN ('conversation.created', 'conversation.completed')
-          AND e.conversation_id IS NOT NULL
+               any_value({_ts("COALESCE(e.d.startedAt, e.timestamp_text)")}) FILTER ({created}),
+               any_value(e.d.channel) FILTER ({created}),
+               any_value(e.d.externalUserId) FILTER ({created}),
+               any_value({_ts("COALESCE(e.d.endedAt, e.timestamp_text)")}) FILTER ({completed}),
+               any_value(e.d.outcome) FILTER ({completed})
+        FROM {rows} e
+        WHERE e.conversation_id IS NOT NULL
         GROUP BY e.conversation_id
         ON CONFLICT (conversation_key) DO UPDATE SET
             started_at = COALESCE(conversation_lifecycle.started_at, excluded.started_at),

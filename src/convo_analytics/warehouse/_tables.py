@@ -380,8 +380,13 @@ EVENTS = Table(
 EVENT_KEYS = Table(
     "event_keys",
     (
-        Column("key", "VARCHAR NOT NULL", doc="an idempotency key or a content hash"),
-        Column("event_id", "VARCHAR", doc="the event it belongs to"),
+        Column(
+            "key",
+            "VARCHAR NOT NULL",
+            doc="an idempotency key or a content hash",
+            compression=_ZSTD,
+        ),
+        Column("event_id", "VARCHAR", doc="the event it belongs to", compression=_ZSTD),
     ),
     ("key",),
     "Every key under which an event was seen, so that a retry (same idempotency key) or a "

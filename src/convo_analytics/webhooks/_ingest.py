@@ -7,26 +7,23 @@ receiver archives it (headers and raw body, decision D-ARCHIVE-FORMAT) and a
 bare event body carrying its ``signature`` field (a service's export of its
 delivery log). Files may be plain or gzip JSON lines; they are never modified.
 
-Python does per line only what must be exact: read the raw body, verify the
-HMAC, hash the signed bytes. The file is read in large blocks, and the common
-line (the member append_signature writes, headers repeating it, the first
-secret) is decided by a shortcut that reaches the general verifier's answer
-with a fraction of its work. The event bodies then go to DuckDB in chunks of
-more than a row group, where they are validated, deduplicated and typed in
-SQL, on a thread of their own while Python reads the next chunk.
+Python does per line only what must be exact: verify the HMAC and hash the
+signed bytes. The file is read in large blocks whose common lines DuckDB takes
+apart in bulk (``_lines``); the other lines take the general path here, line
+by line. The event bodies then go to DuckDB in chunks of more than a row
+group, where they are validated, deduplicated and typed in SQL, on a thread of
+their own while Python reads the next chunk.
 """
 
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
 import hmac
 import queue
 import secrets as _secrets
 import threading
 import time
-import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,13 +31,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
-from convo_analytics.webhooks._signature import SIGNATURE_PREFIX, appended_signature
+from convo_analytics.webhooks._lines import UNTERMINATED, Block, read_blocks
+from convo_analytics.webhooks._signature import SIGNATURE_PREFIX
 from convo_analytics.webhooks._verify import SIGNATURE_HEADERS, Verifier
 
-CHUNK_LINES = 131_072
+CHUNK_LINES = 245_760
 EXCERPT = 2000
 
 
@@ -73,11 +72,13 @@ class IngestResult:
 class _Chunk:
     """Columns of verified lines and rows of quarantined ones, built up line by line."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, first_line_no: int) -> None:
         self.source = source
+        self.first_line_no = first_line_no  # the file's line number of the chunk's first line
         self.staged: dict[str, list[Any]] = {name: [] for name in _STAGE_COLUMNS}
+        self.batches: list[pa.RecordBatch] = []  # staged rows already converted, in order
         self.quarantined: dict[str, list[Any]] = {name: [] for name in _QUARANTINE_COLUMNS}
-        self.lines = 0
+        self.count = 0  # input lines, counting a damaged gzip's end as one
 
     def reject(self, line_no: int, reason: str, detail: str, raw: bytes) -> None:
         excerpt = raw[:EXCERPT].decode("utf-8", "backslashreplace")
@@ -86,17 +87,38 @@ class _Chunk:
         ):
             self.quarantined[name].append(value)
 
+    def flush(self) -> None:
+        """Convert the rows staged so far to Arrow (a block at a time: the Python objects
+        of a whole chunk would be several times its Arrow size at the peak)."""
+        staged = self.staged
+        if not staged["body"]:
+            return
+        self.batches.append(
+            pa.record_batch(
+                [pa.array(staged[c.name], c.type) for c in _STAGED_SCHEMA], schema=_STAGED_SCHEMA
+            )
+        )
+        for values in staged.values():
+            values.clear()
+
     def tables(self, first_ord: int) -> tuple[pa.Table, pa.Table]:
         """The staged rows (numbered from ``first_ord``) and the quarantined ones, as Arrow."""
         from convo_analytics.warehouse._events import QUARANTINE_SCHEMA, STAGE_SCHEMA
 
-        n = len(self.staged["body"])
-        self.staged["ord"] = list(range(first_ord, first_ord + n))
-        self.staged["source_file"] = [self.source] * n
-        arrays = []
-        for column in STAGE_SCHEMA:  # each list is let go once converted: less at the peak
-            arrays.append(pa.array(self.staged.pop(column.name), column.type))
-        staged = pa.Table.from_arrays(arrays, schema=STAGE_SCHEMA)
+        self.flush()
+        rows = pa.Table.from_batches(self.batches, schema=_STAGED_SCHEMA)
+        n = rows.num_rows
+        extra = {
+            "ord": pa.array(np.arange(first_ord, first_ord + n, dtype=np.int64)),
+            "source_file": pa.DictionaryArray.from_arrays(
+                pa.array(np.zeros(n, dtype=np.int32)), pa.array([self.source])
+            ).cast(pa.string()),
+        }
+        staged = pa.Table.from_arrays(
+            [extra[c.name] if c.name in extra else rows.column(c.name) for c in STAGE_SCHEMA],
+            schema=STAGE_SCHEMA,
+        )
+        self.batches = []
         return staged, pa.table(self.quarantined, schema=QUARANTINE_SCHEMA)
 
 
@@ -106,71 +128,146 @@ _STAGE_COLUMNS = (
     "signature_source", "secret_index", "delivery_id", "attempt", "received_at",
 )  # fmt: skip
 _QUARANTINE_COLUMNS = ("source_file", "source_line", "reason", "detail", "excerpt")
-#: How much a read of the file asks for at a time (uncompressed, for a gzip file).
-BLOCK = 1 << 22
 
 
-def _blocks(path: Path) -> Iterator[tuple[list[bytes], str | None]]:
-    """The file's complete lines (without their newline) a block at a time, then its end.
+def _staged_schema() -> pa.Schema:
+    from convo_analytics.warehouse._events import STAGE_SCHEMA
 
-    The last item has no lines but says how the file ended: None when it ended cleanly,
-    else what is wrong with the gzip stream (the line it broke off, if any, is dropped).
-    An unterminated last line comes, with ``UNTERMINATED``, just before that.
-    """
-    with path.open("rb") as probe:
-        head = probe.read(2)
-    # by its magic; a .gz cut down to the magic's first byte is a truncated gzip too
-    gzipped = head == b"\x1f\x8b" or (head == b"\x1f" and path.name.endswith(".gz"))
-    pending = b""
-    try:
-        with gzip.open(path, "rb") if gzipped else path.open("rb") as stream:
-            read = stream.read1 if isinstance(stream, gzip.GzipFile) else stream.read
-            while block := read(BLOCK):
-                lines = (pending + block).split(b"\n") if pending else block.split(b"\n")
-                pending = lines.pop()
-                yield lines, None
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        yield [], f"the gzip stream ends early or is damaged ({exc})"
-        return
-    if pending:
-        yield [pending], UNTERMINATED
-    yield [], None
+    return pa.schema([STAGE_SCHEMA.field(name) for name in _STAGE_COLUMNS])
 
 
-UNTERMINATED = "unterminated"
+_STAGED_SCHEMA = _staged_schema()
+#: ``,"signature":"sha256=<64 hex>"}``, the member append_signature writes: 87 bytes.
+_HEAD = b',"signature":"' + SIGNATURE_PREFIX.encode("ascii")
+_MEMBER = len(_HEAD) + 64 + 2
+_VALUE = len(SIGNATURE_PREFIX) + 64 + 2  # the member's value, its closing quote and brace
 
 
-def _header_int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
+_SIGNATURE_NAMES = frozenset(SIGNATURE_HEADERS)
+_NO_HEADERS: dict[str, Any] = {}
+_same = hmac.compare_digest
+
+
+def _text(value: Any) -> str | None:
+    """A header or field value as text: strings as they are, other JSON values serialised."""
+    if value is None or isinstance(value, str):
+        return value
+    return orjson.dumps(value).decode()
 
 
 class Ingester:
     """Turns a file's lines into chunks: verified deliveries staged, the others quarantined."""
 
+    #: Decide the common line by the shortcut (False: every line by the general path).
+    shortcut = True
+
     def __init__(self, secrets: Sequence[bytes], chunk_lines: int = CHUNK_LINES) -> None:
         self.verifier = Verifier(secrets)
         self.chunk_lines = chunk_lines
+        self.pads = self.verifier.pads(0) if secrets else None
 
     def read_file(self, path: Path, source: str) -> Iterator[_Chunk]:
-        chunk = _Chunk(source)
-        line_no = 0
-        for lines, end in _blocks(path):
-            if end is not None and end != UNTERMINATED:
-                chunk.lines += 1
-                chunk.reject(line_no + 1, "truncated_gzip", end, b"")
-            newline = b"" if end == UNTERMINATED else b"\n"
-            for line in lines:
-                line_no += 1
-                chunk.lines += 1
-                self._line(chunk, line_no, line, newline)
-                if chunk.lines >= self.chunk_lines:
-                    yield chunk
-                    chunk = _Chunk(source)
-        if chunk.lines:
+        chunk = _Chunk(source, 1)
+        for block, end in read_blocks(path):
+            if block is not None:
+                self._block(chunk, block)
+                chunk.flush()
+            elif end is not None and end != UNTERMINATED:
+                chunk.reject(chunk.first_line_no + chunk.count, "truncated_gzip", end, b"")
+                chunk.count += 1
+            if chunk.count >= self.chunk_lines:
+                yield chunk
+                chunk = _Chunk(source, chunk.first_line_no + chunk.count)
+        if chunk.count:
             yield chunk
+
+    def _block(self, chunk: _Chunk, block: Block) -> None:
+        """A block's lines: the common line by the shortcut, every other one by _line.
+
+        The common line is what the service sends: a JSON object, either a delivery as
+        the receiver archives it (a headers object with lower-case names and a string
+        body) or a bare event body, whose body ends with the ``signature`` member as
+        append_signature writes it, with every signature header present repeating that
+        member, and whose body without the member the first secret verifies. Then every
+        claim is written in the body, so the raw reading cannot match (Verifier._match),
+        and the stripped reading under the first secret is the first one tried: the
+        shortcut reaches the general verifier's decision (the first header present, else
+        the field) at a fraction of its cost. Anything else takes the general path.
+        """
+        offsets, data, terminated = block.offsets, block.data, block.terminated
+        view = memoryview(data)
+        first = chunk.first_line_no + chunk.count
+        chunk.count += len(block)
+        if self.pads is None or not self.shortcut:
+            for i in range(len(block)):
+                text, newline = block.line(i)
+                self._line(chunk, first + i, text, newline)
+            return
+        staged = chunk.staged
+        add_line, add_body = staged["source_line"].append, staged["body"].append
+        add_key, add_hash = staged["idempotency_key"].append, staged["content_hash"].append
+        add_reading = staged["signature_reading"].append
+        add_source = staged["signature_source"].append
+        add_secret = staged["secret_index"].append
+        add_delivery, add_attempt = staged["delivery_id"].append, staged["attempt"].append
+        add_received = staged["received_at"].append
+        inner, outer = self.pads
+        inner_copy, outer_copy, sha256, same = inner.copy, outer.copy, hashlib.sha256, _same
+        loads, head, member, value_len, brace = orjson.loads, _HEAD, _MEMBER, _VALUE, b"}"
+        text_of, names = _text, _SIGNATURE_NAMES
+        cut = 1 if terminated else 0
+        for i in range(len(block)):
+            start, end = offsets[i], offsets[i + 1] - cut
+            try:
+                record = loads(view[start:end])
+                body_text = record.get("body")
+            except (orjson.JSONDecodeError, AttributeError):
+                record = None
+            source = "field"
+            if record is None:
+                pass
+            elif type(body_text) is str and type(headers := record.get("headers")) is dict:
+                body = body_text.encode()
+                claimed = body[-value_len:-2].decode("utf-8", "replace")
+                for name in headers:
+                    if not name.islower() or (name in names and headers[name] != claimed):
+                        record = None
+                        break
+                else:
+                    source = next((n for n in SIGNATURE_HEADERS if n in headers), "field")
+                    received = text_of(record.get("receivedAt"))
+            elif (
+                body_text is None
+                and record.get("bodyBase64") is None
+                and (record.get("event") is not None)
+            ):
+                headers, received = _NO_HEADERS, None
+                body = data[start:end].rstrip(b"\r")
+            else:
+                record = None
+            if record is not None and body[-member:-66] == head and body[-2:] == b'"}':
+                signed = memoryview(body)[:-member]
+                mac = inner_copy()
+                mac.update(signed)
+                mac.update(brace)
+                out = outer_copy()
+                out.update(mac.digest())
+                if same(out.hexdigest().encode(), body[-66:-2]):
+                    content = sha256(signed)
+                    content.update(brace)
+                    add_line(first + i)
+                    add_body(body)
+                    add_key(text_of(headers.get("idempotency-key")) or None)
+                    add_hash(content.hexdigest())
+                    add_reading("stripped")
+                    add_source(source)
+                    add_secret(0)
+                    add_delivery(text_of(headers.get("x-convo-delivery")))
+                    add_attempt(text_of(headers.get("x-convo-attempt")))
+                    add_received(received)
+                    continue
+            text, newline = block.line(i)
+            self._line(chunk, first + i, text, newline)
 
     def _line(self, chunk: _Chunk, line_no: int, text: bytes, newline: bytes) -> None:
         """One line (``text`` without its newline): staged when verified, else quarantined."""
@@ -194,20 +291,23 @@ class Ingester:
         headers: dict[str, str] = {}
         received_at = None
         parsed: Any = None
-        if "headers" in record and ("body" in record or "bodyBase64" in record):
-            raw_headers = record.get("headers")
+        # A member that is null counts as absent (as in the bulk path).
+        if record.get("headers") is not None and (
+            record.get("body") is not None or record.get("bodyBase64") is not None
+        ):
+            raw_headers = record["headers"]
             if isinstance(raw_headers, dict):
-                headers = {str(k).lower(): str(v) for k, v in raw_headers.items()}
+                headers = {str(k).lower(): _text(v) for k, v in raw_headers.items()}  # type: ignore[misc]
             try:
-                if "body" in record:
-                    body = str(record["body"]).encode("utf-8")
+                if record.get("body") is not None:
+                    body = str(_text(record["body"])).encode("utf-8")
                 else:
                     body = base64.b64decode(record["bodyBase64"], validate=True)
             except (ValueError, TypeError):
                 chunk.reject(line_no, "malformed_json", "bodyBase64 is not base64", text + newline)
                 return
-            received_at = record.get("receivedAt")
-        elif "event" in record:
+            received_at = _text(record.get("receivedAt"))
+        elif record.get("event") is not None:
             body, parsed = line, record
         else:
             chunk.reject(
@@ -216,10 +316,6 @@ class Ingester:
                 "neither an archived delivery nor an event body",
                 text + newline,
             )
-            return
-        if (fast := self._common_case(body, headers)) is not None:
-            signed, source = fast
-            self._stage(chunk, line_no, body, headers, received_at, signed, "stripped", source, 0)
             return
         check = self.verifier.verify(body, headers, parsed)
         if not check.ok:
@@ -236,36 +332,6 @@ class Ingester:
             chunk, line_no, body, headers, received_at, signed,
             check.reading, check.signature_source, check.secret_index,
         )  # fmt: skip
-
-    def _common_case(self, body: bytes, headers: dict[str, str]) -> tuple[bytes, str] | None:
-        """(signed bytes, signature source) when the line is what the service sends and the
-        first secret verifies it, decided as :meth:`Verifier.verify` would decide it.
-
-        The case: the body ends with the member as append_signature writes it, and every
-        signature header present repeats that member's value. Then every claim is written
-        in the body, so the raw reading cannot match (see Verifier._match), and the
-        stripped reading under the first secret is the first one tried: when it matches,
-        the first claim in order (the first header present, else the field) verified.
-        Anything else (None) takes the general path.
-        """
-        appended = appended_signature(body)
-        if appended is None:
-            return None
-        stripped, value = appended
-        digest = value[len(SIGNATURE_PREFIX) :]
-        if not digest.isalnum():
-            return None
-        claimed = value.decode()
-        source = None
-        for name in SIGNATURE_HEADERS:
-            header = headers.get(name)
-            if header is not None:
-                if header != claimed:
-                    return None
-                source = source or name
-        if not hmac.compare_digest(self.verifier.digest(0, stripped), digest.decode()):
-            return None
-        return stripped, source or "field"
 
     @staticmethod
     def _stage(
@@ -288,8 +354,8 @@ class Ingester:
         staged["signature_source"].append(source)
         staged["secret_index"].append(secret_index)
         staged["delivery_id"].append(headers.get("x-convo-delivery"))
-        staged["attempt"].append(_header_int(headers.get("x-convo-attempt")))
-        staged["received_at"].append(str(received_at) if received_at is not None else None)
+        staged["attempt"].append(headers.get("x-convo-attempt"))
+        staged["received_at"].append(received_at)
 
 
 def ingest(
@@ -366,7 +432,7 @@ class _Loader:
         self.ord += staged.num_rows
         self._wait()  # the previous chunk is stored: at most one in memory besides this one
         if self.thread.is_alive():
-            self.queue.put((staged, rejected, chunk.lines))
+            self.queue.put((staged, rejected, chunk.count))
         self._raise()
 
     def _wait(self) -> None:

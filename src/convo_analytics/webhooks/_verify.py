@@ -94,6 +94,10 @@ class Verifier:
                 )
             )
 
+    def pads(self, index: int) -> tuple[Any, Any]:
+        """Secret ``index``'s inner and outer hashes, keyed (copy them before use)."""
+        return self._pads[index]
+
     def digest(self, index: int, payload: bytes) -> str:
         """The lowercase hex HMAC-SHA256 of ``payload`` under secret ``index``."""
         inner, outer = self._pads[index]
