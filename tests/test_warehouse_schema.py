@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,7 +11,13 @@ import duckdb
 from conftest import ACME_KEY, RunningSandbox
 from convo_analytics.warehouse import ALL_TABLES, open_warehouse
 from convo_analytics.warehouse._connection import compression_supported
-from convo_analytics.warehouse._tables import CONVERSATIONS, ESCALATIONS, EVENTS
+from convo_analytics.warehouse._tables import (
+    CONVERSATIONS,
+    ESCALATIONS,
+    EVENTS,
+    MESSAGES,
+    RAW_CONVERSATION_DETAILS,
+)
 from extract_support import extract, warehouse_rows
 
 
@@ -124,3 +131,46 @@ def test_an_upgrade_fills_the_detail_tables_from_stored_details(
     open_warehouse(db).close()  # once only: a later open does not fill them again
     for table, count in want.items():
         assert warehouse_rows(db, f"SELECT count(*) FROM {table}")[0][0] == count
+
+
+def _created(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    rows = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ?", [table]).fetchall()
+    return str(rows[0][0])
+
+
+def test_raw_payloads_and_message_text_are_stored_with_zstd_even_in_an_older_file(
+    tmp_path: Path,
+) -> None:
+    """Schema version 3: a file whose raw tables and messages predate zstd gets them rebuilt."""
+    db = tmp_path / "old.duckdb"
+    open_warehouse(db).close()
+    con = duckdb.connect(str(db))
+    for table in (RAW_CONVERSATION_DETAILS, MESSAGES):
+        con.execute(f"DROP TABLE {table.name}")
+        con.execute(table.ddl(compression=False))  # as release 2 made them
+        assert "ZSTD" not in _created(con, table.name)
+    con.execute(
+        "INSERT INTO raw_conversation_details VALUES (?, 'h1', NULL, ?, now(), 'r')",
+        ["c1", '{"id":"c1"}'],
+    )
+    con.execute("INSERT INTO messages (id, conversation_id, text) VALUES ('m1', 'c1', 'hello')")
+    con.close()
+    open_warehouse(db).close()
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        for table, columns in (
+            (RAW_CONVERSATION_DETAILS, ("payload_hash", "payload")),
+            (MESSAGES, ('"text"',)),
+        ):
+            sql = _created(con, table.name)
+            for column in columns:
+                assert f"{column} " in sql and re.search(
+                    rf"{re.escape(column)} \w+ USING COMPRESSION ZSTD", sql
+                ), sql
+        assert con.execute("SELECT id, payload FROM raw_conversation_details").fetchall() == [
+            ("c1", '{"id":"c1"}')
+        ]
+        assert con.execute("SELECT id, text FROM messages").fetchall() == [("m1", "hello")]
+        assert con.execute("SELECT max(version) FROM schema_version").fetchall() == [(3,)]
+    finally:
+        con.close()

@@ -59,6 +59,8 @@ from _common import (
 )
 from bench_sandbox import KEY, PAGE_LIMIT, sandbox_settings, served
 
+from convo_analytics.extract._streams import ExtractConfig
+
 THIS = Path(__file__).resolve()
 #: The issue's aim for loading, and the two reference points it gives.
 LOAD_AIM = 200_000
@@ -68,7 +70,7 @@ DLT_LOADS = 25_000
 RATE_SHARE_AIM = 0.95
 LIMITED_SHARE_AIM = 0.01
 #: Records per committed batch, as ExtractConfig.batch_records defaults to.
-BATCH_RECORDS = 5000
+BATCH_RECORDS = ExtractConfig.batch_records
 #: The tables whose rows the figures count: typed rows landed, and raw versions stored.
 TYPED_TABLES = ("conversations", "messages", "leads")
 RAW_TABLES = ("raw_conversations", "raw_conversation_details", "raw_leads")

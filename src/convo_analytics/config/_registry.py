@@ -201,7 +201,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "extract.batch_records",
         Kind.INT,
-        5000,
+        20000,
         help="Commit a batch once it holds this many records ...",
         minimum=1,
     ),

@@ -1,7 +1,7 @@
 """Noticing when a stream's records change shape: new, missing or retyped fields.
 
-The shape of each committed batch comes from DuckDB (``json_group_structure``)
-and is merged over the run; at the end it is compared with the shape stored
+The shape of each list page's records comes from DuckDB (``json_structure`` of
+the page) and is merged over the run; at the end it is compared with the shape stored
 from earlier runs. Drift is reported in the run log and ``extract_runs``,
 never raised: the raw payloads keep whatever the new shape carries.
 """

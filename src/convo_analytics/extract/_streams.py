@@ -75,7 +75,10 @@ class ExtractConfig:
     backfill_to: datetime | None = None
     summary_days: int = 30
     summary_timezone: str = "UTC"
-    batch_records: int = 5000
+    #: Large enough that each statement of a commit has work for every core (at 100,000
+    #: conversations, 20,000 loads 1.5 to 3 s faster than 5,000); ``batch_seconds`` still
+    #: commits a slowly fetched batch within seconds.
+    batch_records: int = 20000
     batch_seconds: float = 5.0
     retry_base_seconds: float = 0.5
 

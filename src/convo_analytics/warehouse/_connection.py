@@ -90,10 +90,12 @@ def upgrade_tables(
 ) -> None:
     """Bring a warehouse made by an older release up to the current tables.
 
-    A table that lacks columns (or has them in another order), or whose primary-key
-    index the spec no longer wants (or now wants), is rebuilt: created as the spec
-    says (columns in its order, since loads insert by position; its compression),
-    its rows copied and new columns left NULL, in one transaction.
+    A table that lacks columns (or has them in another order), whose primary-key
+    index the spec no longer wants (or now wants), or whose columns lack the
+    compression the spec gives them (when the file can store it), is rebuilt:
+    created as the spec says (columns in its order, since loads insert by
+    position; its compression), its rows copied and new columns left NULL, in
+    one transaction.
     """
     present: dict[str, list[str]] = {}
     for table_name, column_name in con.execute(
@@ -108,9 +110,19 @@ def upgrade_tables(
             "AND database_name = current_database() AND schema_name = current_schema()"
         ).fetchall()
     }
+    created = dict(
+        con.execute(
+            "SELECT table_name, sql FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND schema_name = current_schema()"
+        ).fetchall()
+    )
     for table in tables:
         have = present.get(table.name, [])
-        if have == [c.name for c in table.columns] and (table.name in keyed) == table.indexed:
+        if (
+            have == [c.name for c in table.columns]
+            and (table.name in keyed) == table.indexed
+            and (not compression or _compressed_as_spec(table, created.get(table.name) or ""))
+        ):
             continue
         old = f"{table.name}__before_upgrade"
         values = ", ".join(c.name if c.name in have else "NULL" for c in table.columns)
@@ -119,6 +131,18 @@ def upgrade_tables(
             con.execute(table.ddl(compression=compression))
             con.execute(f"INSERT INTO {table.name} SELECT {values} FROM {old}")
             con.execute(f"DROP TABLE {old}")
+
+
+def _compressed_as_spec(table: Table, sql: str) -> bool:
+    """Whether the table's CREATE statement (as DuckDB keeps it) gives every column the
+    compression the spec asks for (a table made before a column got one has DuckDB's)."""
+    for c in table.columns:
+        if c.compression is None:
+            continue
+        declared = rf"USING COMPRESSION {re.escape(c.compression)}\b"
+        if not re.search(rf'[(,]\s*"?{re.escape(c.name)}"?\s[^,]*?{declared}', sql, re.I):
+            return False
+    return True
 
 
 @contextmanager

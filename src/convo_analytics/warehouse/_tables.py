@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from convo_analytics.contract._summary import SummaryMetrics
 
 #: 2: conversation details' escalations and guardrail events got their own tables.
-SCHEMA_VERSION = 2
+#: 3: the raw payloads, their hashes and the message text are stored with zstd (the
+#: tables of an older file are rebuilt when opened, see ``upgrade_tables``).
+SCHEMA_VERSION = 3
+
+#: Large, distinct text (JSON bodies, keys, hashes): zstd stores it in about half the
+#: space of DuckDB's own choice (dictionary and FSST) for less CPU while loading.
+_ZSTD = "zstd"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +67,19 @@ def _raw(name: str, what: str) -> Table:
         name,
         (
             Column("id", "VARCHAR NOT NULL", doc="the record's id"),
-            Column("payload_hash", "VARCHAR NOT NULL", doc="md5 of the payload text"),
+            Column(
+                "payload_hash",
+                "VARCHAR NOT NULL",
+                doc="md5 of the payload text",
+                compression=_ZSTD,
+            ),
             Column("updated_at", "TIMESTAMPTZ", doc="the record's updated-at, when it has one"),
-            Column("payload", "JSON NOT NULL", doc="the record exactly as the service sent it"),
+            Column(
+                "payload",
+                "JSON NOT NULL",
+                doc="the record exactly as the service sent it",
+                compression=_ZSTD,
+            ),
             Column("fetched_at", "TIMESTAMPTZ NOT NULL", doc="when this run received it"),
             Column("run_id", "VARCHAR NOT NULL", doc="the extract run that received it"),
         ),
@@ -135,7 +151,7 @@ MESSAGES = Table(
         Column("conversation_id", "VARCHAR NOT NULL", None, "the conversation it belongs to"),
         Column("position", "INTEGER", None, "0-based place in the transcript"),
         Column("role", "VARCHAR", "$.role", "user, assistant, agent or system"),
-        Column("text", "VARCHAR", "$.text"),
+        Column("text", "VARCHAR", "$.text", compression=_ZSTD),
         Column("created_at", _TS, "$.createdAt"),
         Column("channel", "VARCHAR", "$.channel"),
         Column("locale", "VARCHAR", "$.locale"),
@@ -322,10 +338,6 @@ STREAM_SCHEMAS = Table(
 )
 
 # -- webhook events (convo webhooks ingest) ------------------------------------------------
-
-#: Large, distinct text (JSON bodies, keys, hashes): zstd stores it in about half the
-#: space of DuckDB's own choice (dictionary and FSST) for less CPU while loading.
-_ZSTD = "zstd"
 
 EVENTS = Table(
     "events",
