@@ -120,28 +120,33 @@ def load_events(
     if bad.num_rows:
         quarantine(con, bad.rename_columns(QUARANTINE_SCHEMA.names), run_id, now)
         counts.quarantined.update(str(r) for r in bad.column(2).to_pylist())
-    # A line is a duplicate when one of its keys is known, or came earlier in the chunk.
-    # Each key row carries the first line of the chunk with that key (a line whose
-    # idempotency key is its content hash has that key once).
+    # A line is a duplicate when one of its keys is known, or came earlier in the chunk
+    # (a line whose idempotency key is its content hash has that key once).
     con.execute(
         """CREATE OR REPLACE TEMP TABLE ev_chunk_keys AS
-        SELECT *, min(ord) OVER (PARTITION BY key) AS first FROM (
-            SELECT ord, content_hash AS key, event_id FROM ev_chunk WHERE problem IS NULL
-            UNION ALL SELECT ord, idempotency_key, event_id FROM ev_chunk
-                      WHERE problem IS NULL AND idempotency_key IS NOT NULL
-                        AND idempotency_key <> content_hash)"""
+        SELECT ord, content_hash AS key, event_id FROM ev_chunk WHERE problem IS NULL
+        UNION ALL SELECT ord, idempotency_key, event_id FROM ev_chunk
+                  WHERE problem IS NULL AND idempotency_key IS NOT NULL
+                    AND idempotency_key <> content_hash"""
     )
     # event_keys is scanned once a chunk (it has no index, see Table.indexed): the keys
-    # of this chunk it holds, a narrow table both steps below read.
+    # of this chunk it holds; and the chunk's later lines with a key an earlier one had
+    # (a hash aggregate keeps only the few repeated keys).
     con.execute(
         """CREATE OR REPLACE TEMP TABLE ev_chunk_known AS
         SELECT DISTINCT key FROM ev_chunk_keys SEMI JOIN event_keys USING (key)"""
     )
     con.execute(
+        """CREATE OR REPLACE TEMP TABLE ev_chunk_later AS
+        SELECT k.ord, k.key FROM ev_chunk_keys k JOIN (
+            SELECT key, min(ord) AS first FROM ev_chunk_keys GROUP BY key HAVING count(*) > 1
+        ) r ON k.key = r.key AND k.ord > r.first"""
+    )
+    con.execute(
         """CREATE OR REPLACE TEMP TABLE ev_chunk_dups AS
         SELECT DISTINCT ord FROM (
             SELECT ord FROM ev_chunk_keys SEMI JOIN ev_chunk_known USING (key)
-            UNION ALL SELECT ord FROM ev_chunk_keys WHERE ord > first)"""
+            UNION ALL SELECT ord FROM ev_chunk_later)"""
     )
     # Only events whose keys were unseen are stored, and only unseen keys are added
     # (each with its first event).
@@ -157,7 +162,7 @@ def load_events(
     con.execute(
         """INSERT INTO event_keys
            SELECT key, event_id FROM ev_chunk_keys ANTI JOIN ev_chunk_known USING (key)
-           WHERE ord = first"""
+           ANTI JOIN ev_chunk_later USING (ord, key)"""
     )
     for reading, kind, duplicate, n in con.execute(
         """SELECT signature_reading, event_type, ord IN (SELECT ord FROM ev_chunk_dups),

@@ -214,7 +214,7 @@ class Ingester:
         inner, outer = self.pads
         inner_copy, outer_copy, sha256, same = inner.copy, outer.copy, hashlib.sha256, _same
         loads, head, member, value_len, brace = orjson.loads, _HEAD, _MEMBER, _VALUE, b"}"
-        text_of, names = _text, _SIGNATURE_NAMES
+        text_of, names, first_name = _text, _SIGNATURE_NAMES, SIGNATURE_HEADERS[0]
         cut = 1 if terminated else 0
         for i in range(len(block)):
             start, end = offsets[i], offsets[i + 1] - cut
@@ -234,7 +234,10 @@ class Ingester:
                         record = None
                         break
                 else:
-                    source = next((n for n in SIGNATURE_HEADERS if n in headers), "field")
+                    if first_name in headers:
+                        source = first_name
+                    elif names.intersection(headers):
+                        source = next(n for n in SIGNATURE_HEADERS if n in headers)
                     received = text_of(record.get("receivedAt"))
             elif (
                 body_text is None
