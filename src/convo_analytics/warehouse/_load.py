@@ -16,8 +16,10 @@ from datetime import datetime
 from typing import Any
 
 import duckdb
+import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from convo_analytics.warehouse._tables import (
     CONVERSATION_ESCALATIONS,
@@ -129,9 +131,11 @@ def _records_sql(paths: RecordPaths, source: str, parse: dict[str, Any] | None =
     The key fields come from one parse of each record (a list of JSON paths);
     ``parse``, when given, adds the record parsed into that structure as ``_p``,
     and supplies the key fields too when they are top-level text fields of it.
+    A whole body stays text: ``body::JSON`` inlined into each of its uses
+    (payload, hash, parse) validated the body once per use.
     """
     if paths.envelope == WHOLE_BODY:
-        records = "body::JSON"
+        records = "body"
     elif paths.envelope is None:
         records = "unnest(from_json(body, '[\"JSON\"]'))"
     else:
@@ -139,6 +143,9 @@ def _records_sql(paths: RecordPaths, source: str, parse: dict[str, Any] | None =
         records = (
             f"unnest(from_json(body, '{_quoted_structure({paths.envelope: ['JSON']})}').{envelope})"
         )
+    # A whole body is validated by its parse (json_transform rejects malformed JSON);
+    # unparsed, it is cast. Staged as text, it is marked JSON again in Arrow (``_as_json``).
+    payload = "r" if paths.envelope == WHOLE_BODY and parse else "r::JSON"
     wanted = [p for p in (paths.id, paths.updated, paths.created) if p]
     if parse and all(parse.get(p) == "VARCHAR" for p in wanted):
         # the key fields are top-level text fields of the structure: read them from its parse
@@ -156,13 +163,13 @@ def _records_sql(paths: RecordPaths, source: str, parse: dict[str, Any] | None =
         def field(dotted: str | None) -> str:
             return f"k[{wanted.index(dotted) + 1}]" if dotted else "NULL"
 
+    # One projection over the parse: split over two, the key fields' expressions were
+    # inlined into the next and the parse computed once per use.
     return (
-        f"SELECT payload, id, {_ts('updated_text')} AS updated_at, "
-        f"{_ts('created_text')} AS created_at, payload_hash{', _p' if parse else ''} FROM ("
-        f"SELECT r AS payload, {field(paths.id)} AS id, {field(paths.updated)} AS updated_text, "
-        f"{field(paths.created)} AS created_text, md5(r::VARCHAR) AS payload_hash"
-        f"{', _p' if parse else ''} FROM (SELECT r, {keyed} "
-        f"FROM (SELECT {records} AS r FROM {source})))"
+        f"SELECT {payload} AS payload, {field(paths.id)} AS id, "
+        f"{_ts(field(paths.updated))} AS updated_at, {_ts(field(paths.created))} AS created_at, "
+        f"md5(r::VARCHAR) AS payload_hash{', _p' if parse else ''} "
+        f"FROM (SELECT r, {keyed} FROM (SELECT {records} AS r FROM {source}))"
     )
 
 
@@ -186,8 +193,12 @@ _ARROW_MIN_CHUNKS = 8
 
 def _chunked(array: pa.Array) -> pa.Table:
     """A one-column (``raw``) table in record batches small enough for every core to work."""
-    table = pa.table({"raw": array})
-    rows = max(1, min(_ARROW_CHUNK_ROWS, -(-len(array) // _ARROW_MIN_CHUNKS)))
+    return _rechunked(pa.table({"raw": array}))
+
+
+def _rechunked(table: pa.Table) -> pa.Table:
+    """``table`` in record batches small enough for every core to work (no copy)."""
+    rows = max(1, min(_ARROW_CHUNK_ROWS, -(-table.num_rows // _ARROW_MIN_CHUNKS)))
     return pa.Table.from_batches(table.to_batches(max_chunksize=rows), table.schema)
 
 
@@ -250,20 +261,102 @@ def stage_records(
     paths: RecordPaths,
     parse: dict[str, Any] | None = None,
 ) -> None:
-    """Split response bodies into the temporary table ``stage`` (payload, id, updated_at, hash).
+    """Split response bodies into the staged table ``stage`` (payload, id, updated_at, hash, rn).
 
-    With ``parse``, each record is also parsed into that structure (column ``_p``).
+    With ``parse``, each record is also parsed into that structure (column ``_p``),
+    and each top-level member of it that is a list of structures is staged flat
+    as ``{stage}_{member}`` (``drow``, the record's ``rn``; ``position``; the item
+    ``_s``), left out of ``_p``.
+
+    The staged records are Arrow tables registered under those names, in small
+    record batches, not temporary tables: materialising the parsed details into
+    a temporary table cost more than parsing them, and a temporary table smaller
+    than a row group (122,880 rows) is scanned by one thread in every statement
+    after. Arrow scans read a column whole, nested lists included, so a
+    transcript kept inside ``_p`` was converted again by every statement that
+    read any of ``_p``. ``rn`` numbers the records in the order the bodies hold
+    them (Arrow scans have no ``rowid``). ``unstage`` lets go of them.
     """
     _bodies(con, f"{stage}_bodies", bodies)
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {stage} AS {_records_sql(paths, f'{stage}_bodies', parse)}"
-    )
+    staged = con.sql(_records_sql(paths, f"{stage}_bodies", parse)).to_arrow_table()
     _drop_bodies(con, f"{stage}_bodies")
+    staged = _as_json(staged, "payload").append_column(
+        "rn", pa.array(np.arange(staged.num_rows, dtype=np.int64))
+    )
+    for member in _flat_members(parse):
+        con.register(f"{stage}_{member}", _rechunked(_flattened(staged.column("_p"), member)))
+    if _flat_members(parse):
+        i = staged.schema.get_field_index("_p")
+        staged = staged.set_column(i, "_p", _without(staged.column(i), _flat_members(parse)))
+    con.register(stage, _rechunked(staged))
 
 
-#: A conversation's detail parsed once, while staging: its typed columns and its transcript.
+def _flat_members(parse: dict[str, Any] | None) -> list[str]:
+    """The members of a parse structure staged as their own flat tables."""
+    return [k for k, v in (parse or {}).items() if isinstance(v, list) and isinstance(v[0], dict)]
+
+
+def _flattened(parsed: pa.ChunkedArray, member: str) -> pa.Table:
+    """The items of the list ``member`` of each parsed record, one a row (no copy of them).
+
+    ``drow`` is the record's row number (its ``rn``), ``position`` the item's
+    place in its list (null items keep their place), ``_s`` the item.
+    """
+    drows, positions, items, first = [], [], [], 0
+    for chunk in parsed.chunks:
+        lists = chunk.field(member)
+        parents = pc.list_parent_indices(lists).to_numpy()
+        drows.append(parents + first)
+        # parents ascend: an item's place is its distance from its list's first item
+        positions.append(np.arange(len(parents)) - np.searchsorted(parents, parents))
+        items.append(pc.list_flatten(lists))
+        first += len(chunk)
+    item_type = parsed.type.field(member).type.value_type
+    return pa.table(
+        {
+            "drow": pa.array(np.concatenate(drows) if drows else [], pa.int64()),
+            "position": pa.array(np.concatenate(positions) if positions else [], pa.int32()),
+            "_s": pa.chunked_array(items, item_type),
+        }
+    )
+
+
+def _without(parsed: pa.ChunkedArray, members: Sequence[str]) -> pa.ChunkedArray:
+    """The parsed records without ``members`` (no copy of the rest)."""
+    keep = [f for f in parsed.type if f.name not in members]
+    chunks = [
+        pa.StructArray.from_arrays(
+            [c.field(f.name) for f in keep], fields=keep, mask=c.is_null() if c.null_count else None
+        )
+        for c in parsed.chunks
+    ]
+    return pa.chunked_array(chunks, pa.struct(keep))
+
+
+def unstage(con: duckdb.DuckDBPyConnection, *stages: str) -> None:
+    """Let go of staged tables (their Arrow memory) once the batch is committed."""
+    for stage in stages:
+        con.unregister(stage)
+        for member in _flat_members(DETAIL_STRUCTURE):
+            con.unregister(f"{stage}_{member}")
+
+
+def _as_json(table: pa.Table, column: str) -> pa.Table:
+    """``column`` marked as Arrow's JSON type: DuckDB reads it back as JSON, not re-validated.
+
+    DuckDB hands JSON to Arrow as plain text, and inserting text into a JSON
+    column validates it again; these payloads were validated while staging.
+    """
+    i = table.schema.get_field_index(column)
+    chunks = [pa.ExtensionArray.from_storage(pa.json_(), c) for c in table.column(i).chunks]
+    return table.set_column(i, pa.field(column, pa.json_()), pa.chunked_array(chunks, pa.json_()))
+
+
+_CONVERSATION_STRUCTURE = _structure(CONVERSATIONS.columns)
+#: A conversation's detail parsed once, while staging: its typed columns and its transcript
+#: (the lists are staged as flat tables of their own, see ``stage_records``).
 DETAIL_STRUCTURE = {
-    **_structure(CONVERSATIONS.columns),
+    **_CONVERSATION_STRUCTURE,
     "messages": [_structure(MESSAGES.columns)],
     "escalations": [_structure(CONVERSATION_ESCALATIONS.columns)],
     "guardrailEvents": [_structure(CONVERSATION_GUARDRAIL_EVENTS.columns)],
@@ -281,10 +374,9 @@ def insert_raw(
     con.execute(
         f"""INSERT INTO {raw_table}
             SELECT s.id, s.payload_hash, s.updated_at, s.payload, ?, ?
-            FROM (SELECT min(rowid) AS first FROM {stage} WHERE id IS NOT NULL
-                  GROUP BY id, payload_hash) f
-            JOIN {stage} s ON s.rowid = f.first
-            {_absent_from(raw_table, "s")}""",
+            FROM {stage} s {_absent_from(raw_table, "s")}
+            WHERE s.rn IN (SELECT min(rn) FROM {stage} WHERE id IS NOT NULL
+                           GROUP BY id, payload_hash)""",
         [fetched, run_id],
     )
 
@@ -321,19 +413,19 @@ def merge_conversations(
     ``details`` must be staged with ``DETAIL_STRUCTURE``: the detail's parse is
     reused; only listed versions without a detail are parsed here.
     """
-    listed_parse = f"json_transform(l.payload, '{_quoted_structure(DETAIL_STRUCTURE)}')"
+    listed_parse = f"json_transform(l.payload, '{_quoted_structure(_CONVERSATION_STRUCTURE)}')"
     if details:
         # The newest version of each id is chosen on keys and row numbers, then joined
         # back: sorting the parsed details (transcripts included) costs more than the merge.
         join = f"LEFT JOIN {details} d USING (id)"
-        rows = f"JOIN {listed} l ON l.rowid = v.lrow LEFT JOIN {details} d ON d.rowid = v.drow"
+        rows = f"JOIN {listed} l ON l.rn = v.lrow LEFT JOIN {details} d ON d.rn = v.drow"
         parsed = f"CASE WHEN d.id IS NULL THEN {listed_parse} ELSE d._p END"
         detail_updated, detail_created = "d.updated_at", "d.created_at"
         _note_prior_details(con, details)
     else:
-        join, rows, parsed = "", f"JOIN {listed} l ON l.rowid = v.lrow", listed_parse
+        join, rows, parsed = "", f"JOIN {listed} l ON l.rn = v.lrow", listed_parse
         detail_updated = detail_created = "NULL::TIMESTAMPTZ"
-    drow = "d.rowid" if details else "NULL"
+    drow = "d.rn" if details else "NULL"
     select = _typed_select(
         CONVERSATIONS,
         "r",
@@ -357,7 +449,7 @@ def merge_conversations(
                 SELECT v.id, {parsed} AS _s, {detail_updated} AS detail_updated_at,
                        COALESCE({detail_updated}, l.updated_at) AS staged_updated_at,
                        COALESCE({detail_created}, l.created_at) AS staged_created_at
-                FROM (SELECT DISTINCT ON (l.id) l.id, l.rowid AS lrow, {drow} AS drow
+                FROM (SELECT DISTINCT ON (l.id) l.id, l.rn AS lrow, {drow} AS drow
                       FROM {listed} l {join} WHERE l.id IS NOT NULL
                       ORDER BY l.id, l.updated_at DESC, {detail_updated} DESC NULLS LAST) v
                 {rows})
@@ -395,7 +487,7 @@ def _replace_detail_children(con: duckdb.DuckDBPyConnection, details: str, run_i
     """
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE applied_details AS
-            SELECT DISTINCT ON (d.id) d.id, d.rowid AS drow, p.id IS NOT NULL AS held
+            SELECT DISTINCT ON (d.id) d.id, d.rn AS drow, p.id IS NOT NULL AS held
             FROM {details} d
             JOIN conversations c
               ON c.id = d.id AND c.detail_updated_at IS NOT DISTINCT FROM d.updated_at
@@ -422,25 +514,20 @@ def _replace_children(
         {"conversation_id": "conversation_id", "position": "position", "run_id": "?"},
     )
     items = (
-        f"SELECT a.id, COALESCE(d._p.{_ident(member)}, []) AS msgs "
-        f"FROM applied_details a JOIN {details} d ON d.rowid = a.drow"
+        f"SELECT a.id AS conversation_id, m.position, m._s "
+        f"FROM {details}_{member} m JOIN applied_details a ON a.drow = m.drow"
     )
     # An id repeated within the batch is stored once, where it comes first; the window
     # that picks it is only paid for when the cheap count finds such a repeat.
-    row = con.execute(
-        f"SELECT count(m.id) - count(DISTINCT m.id) FROM (SELECT unnest(msgs) AS m FROM ({items}))"
-    ).fetchone()
+    row = con.execute(f"SELECT count(_s.id) - count(DISTINCT _s.id) FROM ({items})").fetchall()
     first = (
         "QUALIFY row_number() OVER (PARTITION BY _s.id ORDER BY conversation_id, position) = 1"
-        if row is not None and row[0]
+        if row and row[0][0]
         else ""
     )
     con.execute(
         f"""INSERT INTO {table.name} SELECT n.* FROM (
-                SELECT {select} FROM (
-                    SELECT id AS conversation_id, unnest(msgs) AS _s,
-                           unnest(range(len(msgs))) AS position
-                    FROM ({items}))
+                SELECT {select} FROM ({items})
                 WHERE _s.id IS NOT NULL {first}
             ) n ANTI JOIN {table.name} m ON m.id = n.id""",
         [run_id],
@@ -551,19 +638,30 @@ def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
     """
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE upgrade_details AS
-            SELECT r.id, json_transform(r.payload, '{_quoted_structure(DETAIL_STRUCTURE)}') AS _p
-            FROM raw_conversation_details r JOIN conversations c
-              ON c.id = r.id AND c.detail_updated_at = r.updated_at
-            QUALIFY row_number() OVER (PARTITION BY r.id ORDER BY r.fetched_at DESC) = 1"""
+            SELECT *, row_number() OVER () AS rn FROM (
+                SELECT r.id,
+                       json_transform(r.payload, '{_quoted_structure(DETAIL_STRUCTURE)}') AS _p
+                FROM raw_conversation_details r JOIN conversations c
+                  ON c.id = r.id AND c.detail_updated_at = r.updated_at
+                QUALIFY row_number() OVER (PARTITION BY r.id ORDER BY r.fetched_at DESC) = 1)"""
     )
     con.execute(
         "CREATE OR REPLACE TEMP TABLE applied_details AS "
-        "SELECT id, rowid AS drow, false AS held FROM upgrade_details"
+        "SELECT id, rn AS drow, false AS held FROM upgrade_details"
     )
     from convo_analytics.warehouse._connection import transaction
 
+    children = DETAIL_CHILDREN[1:]  # the transcripts were stored all along
+    for _, member in children:  # flat, as stage_records stages them
+        con.execute(
+            f"""CREATE OR REPLACE TEMP TABLE upgrade_details_{member} AS
+                SELECT rn AS drow, unnest(range(len(m)))::INTEGER AS position, unnest(m) AS _s
+                FROM (SELECT rn, COALESCE(_p.{_ident(member)}, []) AS m FROM upgrade_details)"""
+        )
     with transaction(con):
-        for table, member in DETAIL_CHILDREN[1:]:  # the transcripts were stored all along
+        for table, member in children:
             _replace_children(con, "upgrade_details", "upgrade", table, member, False)
+    for _, member in children:
+        con.execute(f"DROP TABLE upgrade_details_{member}")
     con.execute("DROP TABLE upgrade_details")
     con.execute("DROP TABLE applied_details")
