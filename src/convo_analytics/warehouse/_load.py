@@ -125,7 +125,9 @@ def _access(col: Column, struct: str, structure: dict[str, Any]) -> str:
     return _ts(value) if col.type.startswith("TIMESTAMPTZ") else value
 
 
-def _records_sql(paths: RecordPaths, source: str, parse: dict[str, Any] | None = None) -> str:
+def _records_sql(
+    paths: RecordPaths, source: str, parse: dict[str, Any] | None = None, *, payload: bool = True
+) -> str:
     """SQL selecting payload, id, updated_at, created_at and hash of every record in ``source``.
 
     The key fields come from one parse of each record (a list of JSON paths);
@@ -144,8 +146,10 @@ def _records_sql(paths: RecordPaths, source: str, parse: dict[str, Any] | None =
             f"unnest(from_json(body, '{_quoted_structure({paths.envelope: ['JSON']})}').{envelope})"
         )
     # A whole body is validated by its parse (json_transform rejects malformed JSON);
-    # unparsed, it is cast. Staged as text, it is marked JSON again in Arrow (``_as_json``).
-    payload = "r" if paths.envelope == WHOLE_BODY and parse else "r::JSON"
+    # unparsed, it is cast. Staged as text, it is marked JSON again in Arrow (``_as_json``);
+    # without ``payload`` the caller has the records' text already (whole bodies).
+    text = "r" if paths.envelope == WHOLE_BODY and parse else "r::JSON"
+    selected = f"{text} AS payload, " if payload else ""
     wanted = [p for p in (paths.id, paths.updated, paths.created) if p]
     if parse and all(parse.get(p) == "VARCHAR" for p in wanted):
         # the key fields are top-level text fields of the structure: read them from its parse
@@ -166,21 +170,23 @@ def _records_sql(paths: RecordPaths, source: str, parse: dict[str, Any] | None =
     # One projection over the parse: split over two, the key fields' expressions were
     # inlined into the next and the parse computed once per use.
     return (
-        f"SELECT {payload} AS payload, {field(paths.id)} AS id, "
+        f"SELECT {selected}{field(paths.id)} AS id, "
         f"{_ts(field(paths.updated))} AS updated_at, {_ts(field(paths.created))} AS created_at, "
         f"md5(r::VARCHAR) AS payload_hash{', _p' if parse else ''} "
         f"FROM (SELECT r, {keyed} FROM (SELECT {records} AS r FROM {source}))"
     )
 
 
-def _bodies(con: duckdb.DuckDBPyConnection, name: str, bodies: Sequence[bytes]) -> None:
-    """Expose response bodies to SQL as ``name(body VARCHAR)``.
+def _bodies(con: duckdb.DuckDBPyConnection, name: str, bodies: Sequence[bytes]) -> pa.Array:
+    """Expose response bodies to SQL as ``name(body VARCHAR)``; returns them in Arrow.
 
     They travel as Arrow binary (building an Arrow string array from large
     Python strings is slow) and DuckDB decodes them, checking the UTF-8.
     """
-    con.register(f"{name}_bin", _chunked(pa.array(bodies, pa.binary())))
+    array = pa.array(bodies, pa.binary())
+    con.register(f"{name}_bin", _chunked(array))
     con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT decode(raw) AS body FROM {name}_bin")
+    return array
 
 
 #: At most this many rows per Arrow record batch handed to DuckDB, and at least this many
@@ -277,9 +283,16 @@ def stage_records(
     read any of ``_p``. ``rn`` numbers the records in the order the bodies hold
     them (Arrow scans have no ``rowid``). ``unstage`` lets go of them.
     """
-    _bodies(con, f"{stage}_bodies", bodies)
-    staged = con.sql(_records_sql(paths, f"{stage}_bodies", parse)).to_arrow_table()
+    raw = _bodies(con, f"{stage}_bodies", bodies)
+    # A parsed whole body (a detail) is its record's payload: handed over as it came,
+    # UTF-8 and JSON checked by the query, not copied back out of DuckDB.
+    whole = paths.envelope == WHOLE_BODY and parse is not None
+    sql = _records_sql(paths, f"{stage}_bodies", parse, payload=not whole)
+    staged = con.sql(sql).to_arrow_table()
     _drop_bodies(con, f"{stage}_bodies")
+    if whole:
+        assert staged.num_rows == len(raw)
+        staged = staged.append_column("payload", raw.view(pa.string()))
     staged = _as_json(staged, "payload").append_column(
         "rn", pa.array(np.arange(staged.num_rows, dtype=np.int64))
     )
