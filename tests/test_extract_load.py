@@ -222,7 +222,9 @@ def test_staged_details_keep_bodies_verbatim_and_transcript_places(tmp_path: Pat
         "SELECT payload::VARCHAR, payload_hash FROM raw_conversation_details ORDER BY id"
     ).fetchall()
     assert stored == [(b.decode(), hashlib.md5(b).hexdigest()) for b in bodies]
-    assert con.execute("SELECT conversation_id, id, position FROM messages").fetchall() == [
+    assert con.execute(
+        "SELECT conversation_id, id, position FROM messages ORDER BY position"
+    ).fetchall() == [
         ("c1", "m1", 0),
         ("c1", "m2", 2),
     ]

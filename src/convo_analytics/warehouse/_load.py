@@ -246,6 +246,29 @@ def _key_times(table: Table) -> dict[str, str]:
     }
 
 
+def _merge(table: Table, source: str, keep: tuple[str, ...], condition: str) -> str:
+    """MERGE the rows of ``source`` (one per key, columns named as the table's) into ``table``.
+
+    ``condition`` (a matched row is updated only when it holds) reads the new
+    row as ``excluded``, as in ``_upsert``. DuckDB runs ``INSERT ... ON CONFLICT``
+    as a merge that first groups the new rows by every column (the parsed
+    record included); this statement does not, for the same result when the
+    keys are distinct.
+    """
+    on = " AND ".join(f"{table.name}.{k} = excluded.{k}" for k in table.key)
+    sets = ", ".join(
+        f"{c.name} = excluded.{c.name}"
+        for c in table.columns
+        if c.name not in table.key and c.name not in keep
+    )
+    values = ", ".join(f"excluded.{c.name}" for c in table.columns)
+    return (
+        f"MERGE INTO {table.name} USING ({source}) AS excluded ON {on} "
+        f"WHEN MATCHED AND ({condition}) THEN UPDATE SET {sets} "
+        f"WHEN NOT MATCHED THEN INSERT VALUES ({values})"
+    )
+
+
 def _upsert(table: Table, keep: tuple[str, ...], condition: str) -> str:
     sets = ", ".join(
         f"{c.name} = excluded.{c.name}"
@@ -456,19 +479,15 @@ def merge_conversations(
         "OR (excluded.updated_at = conversations.updated_at AND "
         "excluded.detail_updated_at IS NOT NULL AND conversations.detail_updated_at IS NULL)"
     )
-    con.execute(
-        f"""INSERT INTO conversations
-            SELECT {select} FROM (
+    source = f"""SELECT {select} FROM (
                 SELECT v.id, {parsed} AS _s, {detail_updated} AS detail_updated_at,
                        COALESCE({detail_updated}, l.updated_at) AS staged_updated_at,
                        COALESCE({detail_created}, l.created_at) AS staged_created_at
                 FROM (SELECT DISTINCT ON (l.id) l.id, l.rn AS lrow, {drow} AS drow
                       FROM {listed} l {join} WHERE l.id IS NOT NULL
                       ORDER BY l.id, l.updated_at DESC, {detail_updated} DESC NULLS LAST) v
-                {rows})
-            {_upsert(CONVERSATIONS, ("first_run_id",), newer)}""",
-        [run_id, run_id, loaded],
-    )
+                {rows})"""
+    con.execute(_merge(CONVERSATIONS, source, ("first_run_id",), newer), [run_id, run_id, loaded])
     if details:
         _replace_detail_children(con, details, run_id)
 
@@ -559,21 +578,13 @@ def merge_leads(con: duckdb.DuckDBPyConnection, stage: str, run_id: str, loaded:
             **_key_times(LEADS),
         },
     )
-    con.execute(
-        f"""INSERT INTO leads SELECT {select} FROM (
+    source = f"""SELECT {select} FROM (
                 SELECT *, {_parsed(LEADS, "r")} FROM (
                     SELECT DISTINCT ON (id) id, payload AS r, updated_at AS staged_updated_at,
                            created_at AS staged_created_at FROM {stage}
-                    WHERE id IS NOT NULL ORDER BY id, updated_at DESC))
-            {
-            _upsert(
-                LEADS,
-                ("first_run_id",),
-                "leads.updated_at IS NULL OR excluded.updated_at >= leads.updated_at",
-            )
-        }""",
-        [run_id, run_id, loaded],
-    )
+                    WHERE id IS NOT NULL ORDER BY id, updated_at DESC))"""
+    newer = "leads.updated_at IS NULL OR excluded.updated_at >= leads.updated_at"
+    con.execute(_merge(LEADS, source, ("first_run_id",), newer), [run_id, run_id, loaded])
 
 
 def merge_summary(
