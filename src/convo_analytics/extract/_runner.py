@@ -453,7 +453,7 @@ class Extraction:
                     load.merge_conversations(con, "listed", detailed, self.run_id, now)
                 else:
                     load.merge_leads(con, "listed", self.run_id, now)
-                for structure in load.record_structure(con, batch.pages, paths):
+                for structure in load.record_structure(con, "listed", paths):
                     tracker.observe(structure)
                 if mark is not None:
                     write_bookmark(con, stream.name, mark, self.run_id)

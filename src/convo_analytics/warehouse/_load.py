@@ -304,7 +304,8 @@ def stage_records(
     after. Arrow scans read a column whole, nested lists included, so a
     transcript kept inside ``_p`` was converted again by every statement that
     read any of ``_p``. ``rn`` numbers the records in the order the bodies hold
-    them (Arrow scans have no ``rowid``). ``unstage`` lets go of them.
+    them (Arrow scans have no ``rowid``). The bodies stay exposed as
+    ``{stage}_bodies`` (for ``record_structure``). ``unstage`` lets go of all.
     """
     raw = _bodies(con, f"{stage}_bodies", bodies)
     # A parsed whole body (a detail) is its record's payload: handed over as it came,
@@ -312,7 +313,6 @@ def stage_records(
     whole = paths.envelope == WHOLE_BODY and parse is not None
     sql = _records_sql(paths, f"{stage}_bodies", parse, payload=not whole)
     staged = con.sql(sql).to_arrow_table()
-    _drop_bodies(con, f"{stage}_bodies")
     if whole:
         assert staged.num_rows == len(raw)
         staged = staged.append_column("payload", raw.view(pa.string()))
@@ -370,8 +370,9 @@ def _without(parsed: pa.ChunkedArray, members: Sequence[str]) -> pa.ChunkedArray
 
 
 def unstage(con: duckdb.DuckDBPyConnection, *stages: str) -> None:
-    """Let go of staged tables (their Arrow memory) once the batch is committed."""
+    """Let go of staged tables and their bodies (their Arrow memory) after the commit."""
     for stage in stages:
+        _drop_bodies(con, f"{stage}_bodies")
         con.unregister(stage)
         for member in _flat_members(DETAIL_STRUCTURE):
             con.unregister(f"{stage}_{member}")
@@ -632,17 +633,16 @@ def merge_summary(
 
 
 def record_structure(
-    con: duckdb.DuckDBPyConnection, bodies: Sequence[bytes], paths: RecordPaths
+    con: duckdb.DuckDBPyConnection, stage: str, paths: RecordPaths
 ) -> list[dict[str, Any]]:
     """The structure of each list page's records (for drift reports), one per page.
 
     DuckDB merges a page's records into one structure while parsing its body
     (``json_structure`` of the page, pages in parallel); the schema tracker merges
     the pages'. Per record over the staged table, this cost five times as much.
+    The pages are the bodies staged as ``stage`` (kept until ``unstage``).
     """
-    _bodies(con, "structure_bodies", bodies)
-    rows = con.execute("SELECT json_structure(body) FROM structure_bodies").fetchall()
-    _drop_bodies(con, "structure_bodies")
+    rows = con.execute(f"SELECT json_structure(body) FROM {stage}_bodies").fetchall()
     found = []
     for (text,) in rows:
         value = orjson.loads(text) if text is not None else None
