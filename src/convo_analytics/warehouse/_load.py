@@ -19,8 +19,15 @@ import duckdb
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from convo_analytics.warehouse._arrow import (
+    as_json,
+    chunked,
+    flat_members,
+    flattened,
+    rechunked,
+    without,
+)
 from convo_analytics.warehouse._tables import (
     CONVERSATION_ESCALATIONS,
     CONVERSATION_GUARDRAIL_EVENTS,
@@ -146,7 +153,7 @@ def _records_sql(
             f"unnest(from_json(body, '{_quoted_structure({paths.envelope: ['JSON']})}').{envelope})"
         )
     # A whole body is validated by its parse (json_transform rejects malformed JSON);
-    # unparsed, it is cast. Staged as text, it is marked JSON again in Arrow (``_as_json``);
+    # unparsed, it is cast. Staged as text, it is marked JSON again in Arrow (``as_json``);
     # without ``payload`` the caller has the records' text already (whole bodies).
     text = "r" if paths.envelope == WHOLE_BODY and parse else "r::JSON"
     selected = f"{text} AS payload, " if payload else ""
@@ -184,28 +191,9 @@ def _bodies(con: duckdb.DuckDBPyConnection, name: str, bodies: Sequence[bytes]) 
     Python strings is slow) and DuckDB decodes them, checking the UTF-8.
     """
     array = pa.array(bodies, pa.binary())
-    con.register(f"{name}_bin", _chunked(array))
+    con.register(f"{name}_bin", chunked(array))
     con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT decode(raw) AS body FROM {name}_bin")
     return array
-
-
-#: At most this many rows per Arrow record batch handed to DuckDB, and at least this many
-#: batches when there are enough rows: DuckDB gives each thread whole record batches, so
-#: one batch would parse and hash a whole commit on one core (and a temporary table
-#: smaller than a row group, 122,880 rows, is scanned by one thread too).
-_ARROW_CHUNK_ROWS = 256
-_ARROW_MIN_CHUNKS = 8
-
-
-def _chunked(array: pa.Array) -> pa.Table:
-    """A one-column (``raw``) table in record batches small enough for every core to work."""
-    return _rechunked(pa.table({"raw": array}))
-
-
-def _rechunked(table: pa.Table) -> pa.Table:
-    """``table`` in record batches small enough for every core to work (no copy)."""
-    rows = max(1, min(_ARROW_CHUNK_ROWS, -(-table.num_rows // _ARROW_MIN_CHUNKS)))
-    return pa.Table.from_batches(table.to_batches(max_chunksize=rows), table.schema)
 
 
 def _typed_select(table: Table, record: str, computed: dict[str, str]) -> str:
@@ -316,57 +304,15 @@ def stage_records(
     if whole:
         assert staged.num_rows == len(raw)
         staged = staged.append_column("payload", raw.view(pa.string()))
-    staged = _as_json(staged, "payload").append_column(
+    staged = as_json(staged, "payload").append_column(
         "rn", pa.array(np.arange(staged.num_rows, dtype=np.int64))
     )
-    for member in _flat_members(parse):
-        con.register(f"{stage}_{member}", _rechunked(_flattened(staged.column("_p"), member)))
-    if _flat_members(parse):
+    for member in flat_members(parse):
+        con.register(f"{stage}_{member}", rechunked(flattened(staged.column("_p"), member)))
+    if flat_members(parse):
         i = staged.schema.get_field_index("_p")
-        staged = staged.set_column(i, "_p", _without(staged.column(i), _flat_members(parse)))
-    con.register(stage, _rechunked(staged))
-
-
-def _flat_members(parse: dict[str, Any] | None) -> list[str]:
-    """The members of a parse structure staged as their own flat tables."""
-    return [k for k, v in (parse or {}).items() if isinstance(v, list) and isinstance(v[0], dict)]
-
-
-def _flattened(parsed: pa.ChunkedArray, member: str) -> pa.Table:
-    """The items of the list ``member`` of each parsed record, one a row (no copy of them).
-
-    ``drow`` is the record's row number (its ``rn``), ``position`` the item's
-    place in its list (null items keep their place), ``_s`` the item.
-    """
-    drows, positions, items, first = [], [], [], 0
-    for chunk in parsed.chunks:
-        lists = chunk.field(member)
-        parents = pc.list_parent_indices(lists).to_numpy()
-        drows.append(parents + first)
-        # parents ascend: an item's place is its distance from its list's first item
-        positions.append(np.arange(len(parents)) - np.searchsorted(parents, parents))
-        items.append(pc.list_flatten(lists))
-        first += len(chunk)
-    item_type = parsed.type.field(member).type.value_type
-    return pa.table(
-        {
-            "drow": pa.array(np.concatenate(drows) if drows else [], pa.int64()),
-            "position": pa.array(np.concatenate(positions) if positions else [], pa.int32()),
-            "_s": pa.chunked_array(items, item_type),
-        }
-    )
-
-
-def _without(parsed: pa.ChunkedArray, members: Sequence[str]) -> pa.ChunkedArray:
-    """The parsed records without ``members`` (no copy of the rest)."""
-    keep = [f for f in parsed.type if f.name not in members]
-    chunks = [
-        pa.StructArray.from_arrays(
-            [c.field(f.name) for f in keep], fields=keep, mask=c.is_null() if c.null_count else None
-        )
-        for c in parsed.chunks
-    ]
-    return pa.chunked_array(chunks, pa.struct(keep))
+        staged = staged.set_column(i, "_p", without(staged.column(i), flat_members(parse)))
+    con.register(stage, rechunked(staged))
 
 
 def unstage(con: duckdb.DuckDBPyConnection, *stages: str) -> None:
@@ -374,19 +320,8 @@ def unstage(con: duckdb.DuckDBPyConnection, *stages: str) -> None:
     for stage in stages:
         _drop_bodies(con, f"{stage}_bodies")
         con.unregister(stage)
-        for member in _flat_members(DETAIL_STRUCTURE):
+        for member in flat_members(DETAIL_STRUCTURE):
             con.unregister(f"{stage}_{member}")
-
-
-def _as_json(table: pa.Table, column: str) -> pa.Table:
-    """``column`` marked as Arrow's JSON type: DuckDB reads it back as JSON, not re-validated.
-
-    DuckDB hands JSON to Arrow as plain text, and inserting text into a JSON
-    column validates it again; these payloads were validated while staging.
-    """
-    i = table.schema.get_field_index(column)
-    chunks = [pa.ExtensionArray.from_storage(pa.json_(), c) for c in table.column(i).chunks]
-    return table.set_column(i, pa.field(column, pa.json_()), pa.chunked_array(chunks, pa.json_()))
 
 
 _CONVERSATION_STRUCTURE = _structure(CONVERSATIONS.columns)
@@ -651,41 +586,3 @@ def record_structure(
         if isinstance(value, list) and value and isinstance(value[0], dict):
             found.append(value[0])  # an array's structure: its elements' merged
     return found
-
-
-def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
-    """Fill the detail escalation and guardrail tables from the details already stored.
-
-    A warehouse made before those tables existed holds the details raw; without
-    this, the escalations and incidents of conversations that do not change
-    again would come from nowhere (events older than a detail are left to it).
-    """
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE upgrade_details AS
-            SELECT *, row_number() OVER () AS rn FROM (
-                SELECT r.id,
-                       json_transform(r.payload, '{_quoted_structure(DETAIL_STRUCTURE)}') AS _p
-                FROM raw_conversation_details r JOIN conversations c
-                  ON c.id = r.id AND c.detail_updated_at = r.updated_at
-                QUALIFY row_number() OVER (PARTITION BY r.id ORDER BY r.fetched_at DESC) = 1)"""
-    )
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE applied_details AS "
-        "SELECT id, rn AS drow, false AS held FROM upgrade_details"
-    )
-    from convo_analytics.warehouse._connection import transaction
-
-    children = DETAIL_CHILDREN[1:]  # the transcripts were stored all along
-    for _, member in children:  # flat, as stage_records stages them
-        con.execute(
-            f"""CREATE OR REPLACE TEMP TABLE upgrade_details_{member} AS
-                SELECT rn AS drow, unnest(range(len(m)))::INTEGER AS position, unnest(m) AS _s
-                FROM (SELECT rn, COALESCE(_p.{_ident(member)}, []) AS m FROM upgrade_details)"""
-        )
-    with transaction(con):
-        for table, member in children:
-            _replace_children(con, "upgrade_details", "upgrade", table, member, False)
-    for _, member in children:
-        con.execute(f"DROP TABLE upgrade_details_{member}")
-    con.execute("DROP TABLE upgrade_details")
-    con.execute("DROP TABLE applied_details")
