@@ -187,3 +187,50 @@ def test_a_failed_commit_fails_the_run_and_a_rerun_completes(
     assert 0 < held < 120
     assert extract(running.url, ACME_KEY, db).ok
     assert_complete(db, running.sandbox.workspaces["ws_acme"])
+
+
+def test_staged_details_keep_bodies_verbatim_and_transcript_places(tmp_path: Path) -> None:
+    """Details are staged as Arrow tables: the raw payload is the body byte for byte (its
+    hash too), transcript items keep their places around a null item, malformed JSON is
+    refused, and unstaging lets go of every staged table."""
+    import hashlib
+    from datetime import UTC, datetime
+
+    import duckdb
+
+    from convo_analytics.warehouse import WHOLE_BODY, RecordPaths, open_warehouse, transaction
+    from convo_analytics.warehouse import _load as load
+
+    con = open_warehouse(tmp_path / "w.duckdb")
+    bodies = [
+        b'{"id": "c1",  "updatedAt": "2026-11-01T10:00:00.000Z",\n "messages": '
+        b'[{"id": "m1", "role": "user"}, null, {"id": "m2", "role": "assistant"}]}',
+        b'{"id":"c2","updatedAt":"2026-11-01T11:00:00.000Z"}',
+    ]
+    page = [{"id": "c1", "updatedAt": "2026-11-01T10:00:00.000Z"}]
+    page.append({"id": "c2", "updatedAt": "2026-11-01T11:00:00.000Z"})
+    now, whole = datetime.now(UTC), RecordPaths(WHOLE_BODY, "id", "updatedAt")
+    with transaction(con):
+        load.stage_records(
+            con, "listed", [orjson.dumps({"data": page})], RecordPaths("data", "id", "updatedAt")
+        )
+        load.stage_records(con, "detailed", bodies, whole, load.DETAIL_STRUCTURE)
+        load.insert_raw(con, "raw_conversation_details", "detailed", "run", now)
+        load.merge_conversations(con, "listed", "detailed", "run", now)
+    load.unstage(con, "listed", "detailed")
+    stored = con.execute(
+        "SELECT payload::VARCHAR, payload_hash FROM raw_conversation_details ORDER BY id"
+    ).fetchall()
+    assert stored == [(b.decode(), hashlib.md5(b).hexdigest()) for b in bodies]
+    assert con.execute(
+        "SELECT conversation_id, id, position FROM messages ORDER BY position"
+    ).fetchall() == [
+        ("c1", "m1", 0),
+        ("c1", "m2", 2),
+    ]
+    for name in ("detailed", "detailed_messages", "listed"):
+        with pytest.raises(duckdb.CatalogException):
+            con.execute(f"SELECT count(*) FROM {name}")
+    with pytest.raises(duckdb.InvalidInputException, match="Malformed JSON"):
+        load.stage_records(con, "detailed", [b'{"id": "c3",'], whole, load.DETAIL_STRUCTURE)
+    con.close()

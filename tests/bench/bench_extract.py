@@ -105,7 +105,7 @@ LOAD_STEPS = (
     "classify",
     "insert_raw",
     "merge_conversations",
-    "_replace_messages",
+    "_replace_detail_children",
     "merge_leads",
     "record_structure",
 )
@@ -117,7 +117,7 @@ class LoadClock:
 
     Installed by wrapping module attributes in the child process only: the
     runner calls ``load.stage_records(...)`` and so on through the module, so
-    the wrappers see every call. ``_replace_messages`` runs inside
+    the wrappers see every call. ``_replace_detail_children`` (the transcripts) runs inside
     ``merge_conversations``; its time is taken out of the merge's.
     """
 
@@ -178,8 +178,8 @@ class LoadClock:
 
     def steps(self) -> dict[str, float]:
         out = dict(self.seconds)
-        if "_replace_messages" in out and "merge_conversations" in out:
-            out["merge_conversations"] -= out["_replace_messages"]
+        if "_replace_detail_children" in out and "merge_conversations" in out:
+            out["merge_conversations"] -= out["_replace_detail_children"]
         out["COMMIT and the rest"] = self.commit_seconds - sum(out.values())
         return out
 

@@ -438,24 +438,27 @@ class Extraction:
     ) -> None:
         assert self.con is not None
         con, now = self.con, datetime.now(UTC)
-        with transaction(con):
-            load.stage_records(con, "listed", batch.pages, paths)
-            counts = load.classify(con, "listed", stream.typed_table)
-            load.insert_raw(con, stream.raw_table, "listed", self.run_id, now)
-            detailed = None
-            if stream.detail_raw_table and batch.details:
-                whole = RecordPaths(WHOLE_BODY, paths.id, paths.updated)
-                load.stage_records(con, "detailed", batch.details, whole, load.DETAIL_STRUCTURE)
-                load.insert_raw(con, stream.detail_raw_table, "detailed", self.run_id, now)
-                detailed = "detailed"
-            if stream.name == "conversations":
-                load.merge_conversations(con, "listed", detailed, self.run_id, now)
-            else:
-                load.merge_leads(con, "listed", self.run_id, now)
-            for structure in load.record_structure(con, batch.pages, paths):
-                tracker.observe(structure)
-            if mark is not None:
-                write_bookmark(con, stream.name, mark, self.run_id)
+        try:
+            with transaction(con):
+                load.stage_records(con, "listed", batch.pages, paths)
+                counts = load.classify(con, "listed", stream.typed_table)
+                load.insert_raw(con, stream.raw_table, "listed", self.run_id, now)
+                detailed = None
+                if stream.detail_raw_table and batch.details:
+                    whole = RecordPaths(WHOLE_BODY, paths.id, paths.updated)
+                    load.stage_records(con, "detailed", batch.details, whole, load.DETAIL_STRUCTURE)
+                    load.insert_raw(con, stream.detail_raw_table, "detailed", self.run_id, now)
+                    detailed = "detailed"
+                if stream.name == "conversations":
+                    load.merge_conversations(con, "listed", detailed, self.run_id, now)
+                else:
+                    load.merge_leads(con, "listed", self.run_id, now)
+                for structure in load.record_structure(con, "listed", paths):
+                    tracker.observe(structure)
+                if mark is not None:
+                    write_bookmark(con, stream.name, mark, self.run_id)
+        finally:
+            load.unstage(con, "listed", "detailed")
         result.new += counts.new
         result.changed += counts.changed
         result.unchanged += counts.unchanged

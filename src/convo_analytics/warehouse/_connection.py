@@ -67,7 +67,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(table.ddl(compression=compression))
     upgrade_tables(con, ALL_TABLES, compression=compression)
     if 0 < before < 2:
-        from convo_analytics.warehouse._load import backfill_detail_children
+        from convo_analytics.warehouse._upgrade import backfill_detail_children
 
         backfill_detail_children(con)
     con.execute(

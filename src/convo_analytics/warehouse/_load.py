@@ -16,9 +16,18 @@ from datetime import datetime
 from typing import Any
 
 import duckdb
+import numpy as np
 import orjson
 import pyarrow as pa
 
+from convo_analytics.warehouse._arrow import (
+    as_json,
+    chunked,
+    flat_members,
+    flattened,
+    rechunked,
+    without,
+)
 from convo_analytics.warehouse._tables import (
     CONVERSATION_ESCALATIONS,
     CONVERSATION_GUARDRAIL_EVENTS,
@@ -123,15 +132,19 @@ def _access(col: Column, struct: str, structure: dict[str, Any]) -> str:
     return _ts(value) if col.type.startswith("TIMESTAMPTZ") else value
 
 
-def _records_sql(paths: RecordPaths, source: str, parse: dict[str, Any] | None = None) -> str:
+def _records_sql(
+    paths: RecordPaths, source: str, parse: dict[str, Any] | None = None, *, payload: bool = True
+) -> str:
     """SQL selecting payload, id, updated_at, created_at and hash of every record in ``source``.
 
     The key fields come from one parse of each record (a list of JSON paths);
     ``parse``, when given, adds the record parsed into that structure as ``_p``,
     and supplies the key fields too when they are top-level text fields of it.
+    A whole body stays text: ``body::JSON`` inlined into each of its uses
+    (payload, hash, parse) validated the body once per use.
     """
     if paths.envelope == WHOLE_BODY:
-        records = "body::JSON"
+        records = "body"
     elif paths.envelope is None:
         records = "unnest(from_json(body, '[\"JSON\"]'))"
     else:
@@ -139,6 +152,11 @@ def _records_sql(paths: RecordPaths, source: str, parse: dict[str, Any] | None =
         records = (
             f"unnest(from_json(body, '{_quoted_structure({paths.envelope: ['JSON']})}').{envelope})"
         )
+    # A whole body is validated by its parse (json_transform rejects malformed JSON);
+    # unparsed, it is cast. Staged as text, it is marked JSON again in Arrow (``as_json``);
+    # without ``payload`` the caller has the records' text already (whole bodies).
+    text = "r" if paths.envelope == WHOLE_BODY and parse else "r::JSON"
+    selected = f"{text} AS payload, " if payload else ""
     wanted = [p for p in (paths.id, paths.updated, paths.created) if p]
     if parse and all(parse.get(p) == "VARCHAR" for p in wanted):
         # the key fields are top-level text fields of the structure: read them from its parse
@@ -156,39 +174,26 @@ def _records_sql(paths: RecordPaths, source: str, parse: dict[str, Any] | None =
         def field(dotted: str | None) -> str:
             return f"k[{wanted.index(dotted) + 1}]" if dotted else "NULL"
 
+    # One projection over the parse: split over two, the key fields' expressions were
+    # inlined into the next and the parse computed once per use.
     return (
-        f"SELECT payload, id, {_ts('updated_text')} AS updated_at, "
-        f"{_ts('created_text')} AS created_at, payload_hash{', _p' if parse else ''} FROM ("
-        f"SELECT r AS payload, {field(paths.id)} AS id, {field(paths.updated)} AS updated_text, "
-        f"{field(paths.created)} AS created_text, md5(r::VARCHAR) AS payload_hash"
-        f"{', _p' if parse else ''} FROM (SELECT r, {keyed} "
-        f"FROM (SELECT {records} AS r FROM {source})))"
+        f"SELECT {selected}{field(paths.id)} AS id, "
+        f"{_ts(field(paths.updated))} AS updated_at, {_ts(field(paths.created))} AS created_at, "
+        f"md5(r::VARCHAR) AS payload_hash{', _p' if parse else ''} "
+        f"FROM (SELECT r, {keyed} FROM (SELECT {records} AS r FROM {source}))"
     )
 
 
-def _bodies(con: duckdb.DuckDBPyConnection, name: str, bodies: Sequence[bytes]) -> None:
-    """Expose response bodies to SQL as ``name(body VARCHAR)``.
+def _bodies(con: duckdb.DuckDBPyConnection, name: str, bodies: Sequence[bytes]) -> pa.Array:
+    """Expose response bodies to SQL as ``name(body VARCHAR)``; returns them in Arrow.
 
     They travel as Arrow binary (building an Arrow string array from large
     Python strings is slow) and DuckDB decodes them, checking the UTF-8.
     """
-    con.register(f"{name}_bin", _chunked(pa.array(bodies, pa.binary())))
+    array = pa.array(bodies, pa.binary())
+    con.register(f"{name}_bin", chunked(array))
     con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT decode(raw) AS body FROM {name}_bin")
-
-
-#: At most this many rows per Arrow record batch handed to DuckDB, and at least this many
-#: batches when there are enough rows: DuckDB gives each thread whole record batches, so
-#: one batch would parse and hash a whole commit on one core (and a temporary table
-#: smaller than a row group, 122,880 rows, is scanned by one thread too).
-_ARROW_CHUNK_ROWS = 256
-_ARROW_MIN_CHUNKS = 8
-
-
-def _chunked(array: pa.Array) -> pa.Table:
-    """A one-column (``raw``) table in record batches small enough for every core to work."""
-    table = pa.table({"raw": array})
-    rows = max(1, min(_ARROW_CHUNK_ROWS, -(-len(array) // _ARROW_MIN_CHUNKS)))
-    return pa.Table.from_batches(table.to_batches(max_chunksize=rows), table.schema)
+    return array
 
 
 def _typed_select(table: Table, record: str, computed: dict[str, str]) -> str:
@@ -229,6 +234,29 @@ def _key_times(table: Table) -> dict[str, str]:
     }
 
 
+def _merge(table: Table, source: str, keep: tuple[str, ...], condition: str) -> str:
+    """MERGE the rows of ``source`` (one per key, columns named as the table's) into ``table``.
+
+    ``condition`` (a matched row is updated only when it holds) reads the new
+    row as ``excluded``, as in ``_upsert``. DuckDB runs ``INSERT ... ON CONFLICT``
+    as a merge that first groups the new rows by every column (the parsed
+    record included); this statement does not, for the same result when the
+    keys are distinct.
+    """
+    on = " AND ".join(f"{table.name}.{k} = excluded.{k}" for k in table.key)
+    sets = ", ".join(
+        f"{c.name} = excluded.{c.name}"
+        for c in table.columns
+        if c.name not in table.key and c.name not in keep
+    )
+    values = ", ".join(f"excluded.{c.name}" for c in table.columns)
+    return (
+        f"MERGE INTO {table.name} USING ({source}) AS excluded ON {on} "
+        f"WHEN MATCHED AND ({condition}) THEN UPDATE SET {sets} "
+        f"WHEN NOT MATCHED THEN INSERT VALUES ({values})"
+    )
+
+
 def _upsert(table: Table, keep: tuple[str, ...], condition: str) -> str:
     sets = ", ".join(
         f"{c.name} = excluded.{c.name}"
@@ -250,20 +278,57 @@ def stage_records(
     paths: RecordPaths,
     parse: dict[str, Any] | None = None,
 ) -> None:
-    """Split response bodies into the temporary table ``stage`` (payload, id, updated_at, hash).
+    """Split response bodies into the staged table ``stage`` (payload, id, updated_at, hash, rn).
 
-    With ``parse``, each record is also parsed into that structure (column ``_p``).
+    With ``parse``, each record is also parsed into that structure (column ``_p``),
+    and each top-level member of it that is a list of structures is staged flat
+    as ``{stage}_{member}`` (``drow``, the record's ``rn``; ``position``; the item
+    ``_s``), left out of ``_p``.
+
+    The staged records are Arrow tables registered under those names, in small
+    record batches, not temporary tables: materialising the parsed details into
+    a temporary table cost more than parsing them, and a temporary table smaller
+    than a row group (122,880 rows) is scanned by one thread in every statement
+    after. Arrow scans read a column whole, nested lists included, so a
+    transcript kept inside ``_p`` was converted again by every statement that
+    read any of ``_p``. ``rn`` numbers the records in the order the bodies hold
+    them (Arrow scans have no ``rowid``). The bodies stay exposed as
+    ``{stage}_bodies`` (for ``record_structure``). ``unstage`` lets go of all.
     """
-    _bodies(con, f"{stage}_bodies", bodies)
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {stage} AS {_records_sql(paths, f'{stage}_bodies', parse)}"
+    raw = _bodies(con, f"{stage}_bodies", bodies)
+    # A parsed whole body (a detail) is its record's payload: handed over as it came,
+    # UTF-8 and JSON checked by the query, not copied back out of DuckDB.
+    whole = paths.envelope == WHOLE_BODY and parse is not None
+    sql = _records_sql(paths, f"{stage}_bodies", parse, payload=not whole)
+    staged = con.sql(sql).to_arrow_table()
+    if whole:
+        assert staged.num_rows == len(raw)
+        staged = staged.append_column("payload", raw.view(pa.string()))
+    staged = as_json(staged, "payload").append_column(
+        "rn", pa.array(np.arange(staged.num_rows, dtype=np.int64))
     )
-    _drop_bodies(con, f"{stage}_bodies")
+    for member in flat_members(parse):
+        con.register(f"{stage}_{member}", rechunked(flattened(staged.column("_p"), member)))
+    if flat_members(parse):
+        i = staged.schema.get_field_index("_p")
+        staged = staged.set_column(i, "_p", without(staged.column(i), flat_members(parse)))
+    con.register(stage, rechunked(staged))
 
 
-#: A conversation's detail parsed once, while staging: its typed columns and its transcript.
+def unstage(con: duckdb.DuckDBPyConnection, *stages: str) -> None:
+    """Let go of staged tables and their bodies (their Arrow memory) after the commit."""
+    for stage in stages:
+        _drop_bodies(con, f"{stage}_bodies")
+        con.unregister(stage)
+        for member in flat_members(DETAIL_STRUCTURE):
+            con.unregister(f"{stage}_{member}")
+
+
+_CONVERSATION_STRUCTURE = _structure(CONVERSATIONS.columns)
+#: A conversation's detail parsed once, while staging: its typed columns and its transcript
+#: (the lists are staged as flat tables of their own, see ``stage_records``).
 DETAIL_STRUCTURE = {
-    **_structure(CONVERSATIONS.columns),
+    **_CONVERSATION_STRUCTURE,
     "messages": [_structure(MESSAGES.columns)],
     "escalations": [_structure(CONVERSATION_ESCALATIONS.columns)],
     "guardrailEvents": [_structure(CONVERSATION_GUARDRAIL_EVENTS.columns)],
@@ -281,10 +346,9 @@ def insert_raw(
     con.execute(
         f"""INSERT INTO {raw_table}
             SELECT s.id, s.payload_hash, s.updated_at, s.payload, ?, ?
-            FROM (SELECT min(rowid) AS first FROM {stage} WHERE id IS NOT NULL
-                  GROUP BY id, payload_hash) f
-            JOIN {stage} s ON s.rowid = f.first
-            {_absent_from(raw_table, "s")}""",
+            FROM {stage} s {_absent_from(raw_table, "s")}
+            WHERE s.rn IN (SELECT min(rn) FROM {stage} WHERE id IS NOT NULL
+                           GROUP BY id, payload_hash)""",
         [fetched, run_id],
     )
 
@@ -321,19 +385,19 @@ def merge_conversations(
     ``details`` must be staged with ``DETAIL_STRUCTURE``: the detail's parse is
     reused; only listed versions without a detail are parsed here.
     """
-    listed_parse = f"json_transform(l.payload, '{_quoted_structure(DETAIL_STRUCTURE)}')"
+    listed_parse = f"json_transform(l.payload, '{_quoted_structure(_CONVERSATION_STRUCTURE)}')"
     if details:
         # The newest version of each id is chosen on keys and row numbers, then joined
         # back: sorting the parsed details (transcripts included) costs more than the merge.
         join = f"LEFT JOIN {details} d USING (id)"
-        rows = f"JOIN {listed} l ON l.rowid = v.lrow LEFT JOIN {details} d ON d.rowid = v.drow"
+        rows = f"JOIN {listed} l ON l.rn = v.lrow LEFT JOIN {details} d ON d.rn = v.drow"
         parsed = f"CASE WHEN d.id IS NULL THEN {listed_parse} ELSE d._p END"
         detail_updated, detail_created = "d.updated_at", "d.created_at"
         _note_prior_details(con, details)
     else:
-        join, rows, parsed = "", f"JOIN {listed} l ON l.rowid = v.lrow", listed_parse
+        join, rows, parsed = "", f"JOIN {listed} l ON l.rn = v.lrow", listed_parse
         detail_updated = detail_created = "NULL::TIMESTAMPTZ"
-    drow = "d.rowid" if details else "NULL"
+    drow = "d.rn" if details else "NULL"
     select = _typed_select(
         CONVERSATIONS,
         "r",
@@ -351,19 +415,15 @@ def merge_conversations(
         "OR (excluded.updated_at = conversations.updated_at AND "
         "excluded.detail_updated_at IS NOT NULL AND conversations.detail_updated_at IS NULL)"
     )
-    con.execute(
-        f"""INSERT INTO conversations
-            SELECT {select} FROM (
+    source = f"""SELECT {select} FROM (
                 SELECT v.id, {parsed} AS _s, {detail_updated} AS detail_updated_at,
                        COALESCE({detail_updated}, l.updated_at) AS staged_updated_at,
                        COALESCE({detail_created}, l.created_at) AS staged_created_at
-                FROM (SELECT DISTINCT ON (l.id) l.id, l.rowid AS lrow, {drow} AS drow
+                FROM (SELECT DISTINCT ON (l.id) l.id, l.rn AS lrow, {drow} AS drow
                       FROM {listed} l {join} WHERE l.id IS NOT NULL
                       ORDER BY l.id, l.updated_at DESC, {detail_updated} DESC NULLS LAST) v
-                {rows})
-            {_upsert(CONVERSATIONS, ("first_run_id",), newer)}""",
-        [run_id, run_id, loaded],
-    )
+                {rows})"""
+    con.execute(_merge(CONVERSATIONS, source, ("first_run_id",), newer), [run_id, run_id, loaded])
     if details:
         _replace_detail_children(con, details, run_id)
 
@@ -395,7 +455,7 @@ def _replace_detail_children(con: duckdb.DuckDBPyConnection, details: str, run_i
     """
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE applied_details AS
-            SELECT DISTINCT ON (d.id) d.id, d.rowid AS drow, p.id IS NOT NULL AS held
+            SELECT DISTINCT ON (d.id) d.id, d.rn AS drow, p.id IS NOT NULL AS held
             FROM {details} d
             JOIN conversations c
               ON c.id = d.id AND c.detail_updated_at IS NOT DISTINCT FROM d.updated_at
@@ -422,25 +482,20 @@ def _replace_children(
         {"conversation_id": "conversation_id", "position": "position", "run_id": "?"},
     )
     items = (
-        f"SELECT a.id, COALESCE(d._p.{_ident(member)}, []) AS msgs "
-        f"FROM applied_details a JOIN {details} d ON d.rowid = a.drow"
+        f"SELECT a.id AS conversation_id, m.position, m._s "
+        f"FROM {details}_{member} m JOIN applied_details a ON a.drow = m.drow"
     )
     # An id repeated within the batch is stored once, where it comes first; the window
     # that picks it is only paid for when the cheap count finds such a repeat.
-    row = con.execute(
-        f"SELECT count(m.id) - count(DISTINCT m.id) FROM (SELECT unnest(msgs) AS m FROM ({items}))"
-    ).fetchone()
+    row = con.execute(f"SELECT count(_s.id) - count(DISTINCT _s.id) FROM ({items})").fetchall()
     first = (
         "QUALIFY row_number() OVER (PARTITION BY _s.id ORDER BY conversation_id, position) = 1"
-        if row is not None and row[0]
+        if row and row[0][0]
         else ""
     )
     con.execute(
         f"""INSERT INTO {table.name} SELECT n.* FROM (
-                SELECT {select} FROM (
-                    SELECT id AS conversation_id, unnest(msgs) AS _s,
-                           unnest(range(len(msgs))) AS position
-                    FROM ({items}))
+                SELECT {select} FROM ({items})
                 WHERE _s.id IS NOT NULL {first}
             ) n ANTI JOIN {table.name} m ON m.id = n.id""",
         [run_id],
@@ -459,21 +514,13 @@ def merge_leads(con: duckdb.DuckDBPyConnection, stage: str, run_id: str, loaded:
             **_key_times(LEADS),
         },
     )
-    con.execute(
-        f"""INSERT INTO leads SELECT {select} FROM (
+    source = f"""SELECT {select} FROM (
                 SELECT *, {_parsed(LEADS, "r")} FROM (
                     SELECT DISTINCT ON (id) id, payload AS r, updated_at AS staged_updated_at,
                            created_at AS staged_created_at FROM {stage}
-                    WHERE id IS NOT NULL ORDER BY id, updated_at DESC))
-            {
-            _upsert(
-                LEADS,
-                ("first_run_id",),
-                "leads.updated_at IS NULL OR excluded.updated_at >= leads.updated_at",
-            )
-        }""",
-        [run_id, run_id, loaded],
-    )
+                    WHERE id IS NOT NULL ORDER BY id, updated_at DESC))"""
+    newer = "leads.updated_at IS NULL OR excluded.updated_at >= leads.updated_at"
+    con.execute(_merge(LEADS, source, ("first_run_id",), newer), [run_id, run_id, loaded])
 
 
 def merge_summary(
@@ -521,17 +568,16 @@ def merge_summary(
 
 
 def record_structure(
-    con: duckdb.DuckDBPyConnection, bodies: Sequence[bytes], paths: RecordPaths
+    con: duckdb.DuckDBPyConnection, stage: str, paths: RecordPaths
 ) -> list[dict[str, Any]]:
     """The structure of each list page's records (for drift reports), one per page.
 
     DuckDB merges a page's records into one structure while parsing its body
     (``json_structure`` of the page, pages in parallel); the schema tracker merges
     the pages'. Per record over the staged table, this cost five times as much.
+    The pages are the bodies staged as ``stage`` (kept until ``unstage``).
     """
-    _bodies(con, "structure_bodies", bodies)
-    rows = con.execute("SELECT json_structure(body) FROM structure_bodies").fetchall()
-    _drop_bodies(con, "structure_bodies")
+    rows = con.execute(f"SELECT json_structure(body) FROM {stage}_bodies").fetchall()
     found = []
     for (text,) in rows:
         value = orjson.loads(text) if text is not None else None
@@ -540,30 +586,3 @@ def record_structure(
         if isinstance(value, list) and value and isinstance(value[0], dict):
             found.append(value[0])  # an array's structure: its elements' merged
     return found
-
-
-def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
-    """Fill the detail escalation and guardrail tables from the details already stored.
-
-    A warehouse made before those tables existed holds the details raw; without
-    this, the escalations and incidents of conversations that do not change
-    again would come from nowhere (events older than a detail are left to it).
-    """
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE upgrade_details AS
-            SELECT r.id, json_transform(r.payload, '{_quoted_structure(DETAIL_STRUCTURE)}') AS _p
-            FROM raw_conversation_details r JOIN conversations c
-              ON c.id = r.id AND c.detail_updated_at = r.updated_at
-            QUALIFY row_number() OVER (PARTITION BY r.id ORDER BY r.fetched_at DESC) = 1"""
-    )
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE applied_details AS "
-        "SELECT id, rowid AS drow, false AS held FROM upgrade_details"
-    )
-    from convo_analytics.warehouse._connection import transaction
-
-    with transaction(con):
-        for table, member in DETAIL_CHILDREN[1:]:  # the transcripts were stored all along
-            _replace_children(con, "upgrade_details", "upgrade", table, member, False)
-    con.execute("DROP TABLE upgrade_details")
-    con.execute("DROP TABLE applied_details")

@@ -1,0 +1,50 @@
+"""Upgrading an older warehouse's typed tables from the raw payloads it holds."""
+
+from __future__ import annotations
+
+import duckdb
+
+from convo_analytics.warehouse._connection import transaction
+from convo_analytics.warehouse._load import (
+    DETAIL_CHILDREN,
+    DETAIL_STRUCTURE,
+    _ident,
+    _quoted_structure,
+    _replace_children,
+)
+
+
+def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
+    """Fill the detail escalation and guardrail tables from the details already stored.
+
+    A warehouse made before those tables existed holds the details raw; without
+    this, the escalations and incidents of conversations that do not change
+    again would come from nowhere (events older than a detail are left to it).
+    """
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE upgrade_details AS
+            SELECT *, row_number() OVER () AS rn FROM (
+                SELECT r.id,
+                       json_transform(r.payload, '{_quoted_structure(DETAIL_STRUCTURE)}') AS _p
+                FROM raw_conversation_details r JOIN conversations c
+                  ON c.id = r.id AND c.detail_updated_at = r.updated_at
+                QUALIFY row_number() OVER (PARTITION BY r.id ORDER BY r.fetched_at DESC) = 1)"""
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE applied_details AS "
+        "SELECT id, rn AS drow, false AS held FROM upgrade_details"
+    )
+    children = DETAIL_CHILDREN[1:]  # the transcripts were stored all along
+    for _, member in children:  # flat, as stage_records stages them
+        con.execute(
+            f"""CREATE OR REPLACE TEMP TABLE upgrade_details_{member} AS
+                SELECT rn AS drow, unnest(range(len(m)))::INTEGER AS position, unnest(m) AS _s
+                FROM (SELECT rn, COALESCE(_p.{_ident(member)}, []) AS m FROM upgrade_details)"""
+        )
+    with transaction(con):
+        for table, member in children:
+            _replace_children(con, "upgrade_details", "upgrade", table, member, False)
+    for _, member in children:
+        con.execute(f"DROP TABLE upgrade_details_{member}")
+    con.execute("DROP TABLE upgrade_details")
+    con.execute("DROP TABLE applied_details")
