@@ -105,3 +105,35 @@ def test_every_page_renders_in_chromium(served: str) -> None:
                 assert shot.stat().st_size > 10_000, f"{shot} looks blank"
         finally:
             browser.close()
+
+
+def test_stopping_the_dashboard_command_stops_its_server(tmp_path: Path) -> None:
+    """`convo dashboard` is the Streamlit server itself: a service manager's stop signal
+    ends it, and nothing keeps answering on its port (it once ran Streamlit as a child,
+    which outlived a stopped command)."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "convo_analytics.cli", "dashboard", "--port", str(port),
+         "--dir", str(tmp_path / "published")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/_stcore/health"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, "convo dashboard exited early"
+            time.sleep(0.5)
+        else:
+            raise AssertionError("the dashboard did not answer within 90 s")
+        proc.terminate()
+        assert proc.wait(timeout=20) is not None
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(url, timeout=2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -79,4 +78,7 @@ def dashboard(
     Console(highlight=False, soft_wrap=True).print(
         f"dashboard on http://{bind_host}:{settings.get_int('dashboard.port')} reading {folder}"
     )
-    raise typer.Exit(subprocess.call(argv, env=env))
+    sys.stdout.flush()
+    # Become Streamlit rather than wait for it as a child: a stop signal from a service
+    # manager, a test or Ctrl-C then reaches the server itself, which leaves no orphan.
+    os.execve(sys.executable, argv, env)
