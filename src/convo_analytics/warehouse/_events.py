@@ -90,11 +90,10 @@ def load_events(
         return counts
     con.register("ev_bin", pa.Table.from_batches(stage.to_batches(max_chunksize=_BATCH)))
     # Each body is parsed once, into the envelope's struct (its data kept as JSON text for
-    # the per-kind tables below). The bodies themselves stay in the Arrow table, outside
-    # DuckDB's buffer pool: the chunk's one wide temp table fits in it without spilling.
+    # the per-kind tables below); this is the chunk's only wide table.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE ev_chunk AS
-        SELECT * EXCLUDE (parsed, payload),
+        SELECT * EXCLUDE (parsed),
                CASE WHEN payload IS NULL THEN 'bad_encoding'
                     WHEN NOT parsed THEN CASE WHEN json_valid(payload) THEN 'not_an_event'
                                               ELSE 'malformed_body' END
@@ -110,13 +109,13 @@ def load_events(
             FROM (SELECT *, TRY(json_transform(payload, '{_ENVELOPE}')) AS e
                   FROM (SELECT * EXCLUDE (body), TRY(decode(body)) AS payload FROM ev_bin)))"""
     )
+    con.unregister("ev_bin")
     bad = con.sql(
         """SELECT source_file, source_line, problem,
                   CASE problem WHEN 'bad_timestamp' THEN 'timestamp: ' || timestamp_text
                                ELSE 'the delivery body is not a JSON event' END,
-                  left(COALESCE(TRY(decode(body)), ''), 2000)
-           FROM (SELECT * FROM ev_chunk WHERE problem IS NOT NULL)
-           JOIN (SELECT ord, body FROM ev_bin) USING (ord)"""
+                  left(COALESCE(payload, ''), 2000)
+           FROM ev_chunk WHERE problem IS NOT NULL"""
     ).to_arrow_table()
     if bad.num_rows:
         quarantine(con, bad.rename_columns(QUARANTINE_SCHEMA.names), run_id, now)
@@ -157,10 +156,9 @@ def load_events(
                   payload, idempotency_key, content_hash, signature_reading,
                   signature_source, secret_index, delivery_id, TRY_CAST(attempt AS INTEGER),
                   TRY_CAST(received_at AS TIMESTAMPTZ), source_file, source_line, ?
-           FROM ({_NEW}) JOIN (SELECT ord, decode(body) AS payload FROM ev_bin) USING (ord)""",
+           FROM ({_NEW})""",
         [run_id],
     )
-    con.unregister("ev_bin")
     con.execute(
         """INSERT INTO event_keys
            SELECT key, event_id FROM ev_chunk_keys ANTI JOIN ev_chunk_known USING (key)
