@@ -51,6 +51,28 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _start_dashboard(port: int, published: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "convo_analytics.cli", "dashboard", "--port", str(port),
+         "--dir", str(published)],
+        env={**os.environ, "CONVO_PUBLISHED_DIR": str(published)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT,
+    )  # fmt: skip
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/_stcore/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, "convo dashboard exited early"
+        time.sleep(0.5)
+    raise AssertionError("the dashboard did not answer within 90 s")
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("browser")
@@ -59,25 +81,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         publish_snapshot(con, db, folder / "published")
         con.close()
     port = _free_port()
-    env = {**os.environ, "CONVO_PUBLISHED_DIR": str(folder / "published")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "convo_analytics.cli", "dashboard", "--port", str(port),
-         "--dir", str(folder / "published")],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT,
-    )  # fmt: skip
+    proc = _start_dashboard(port, folder / "published")
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/_stcore/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, "convo dashboard exited early"
-            time.sleep(0.5)
-        else:
-            raise AssertionError("the dashboard did not answer within 90 s")
+        _wait_healthy(url, proc)
         yield url
     finally:
         proc.terminate()
@@ -112,28 +119,14 @@ def test_stopping_the_dashboard_command_stops_its_server(tmp_path: Path) -> None
     ends it, and nothing keeps answering on its port (it once ran Streamlit as a child,
     which outlived a stopped command)."""
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "convo_analytics.cli", "dashboard", "--port", str(port),
-         "--dir", str(tmp_path / "published")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/_stcore/health"
+    proc = _start_dashboard(port, tmp_path / "published")
+    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url, timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, "convo dashboard exited early"
-            time.sleep(0.5)
-        else:
-            raise AssertionError("the dashboard did not answer within 90 s")
+        _wait_healthy(url, proc)
         proc.terminate()
         assert proc.wait(timeout=20) is not None
         with pytest.raises(httpx.HTTPError):
-            httpx.get(url, timeout=2)
+            httpx.get(f"{url}/_stcore/health", timeout=2)
     finally:
         if proc.poll() is None:
             proc.kill()
