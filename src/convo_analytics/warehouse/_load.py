@@ -244,11 +244,7 @@ def _merge(table: Table, source: str, keep: tuple[str, ...], condition: str) -> 
     keys are distinct.
     """
     on = " AND ".join(f"{table.name}.{k} = excluded.{k}" for k in table.key)
-    sets = ", ".join(
-        f"{c.name} = excluded.{c.name}"
-        for c in table.columns
-        if c.name not in table.key and c.name not in keep
-    )
+    sets = _assignments(table, keep)
     values = ", ".join(f"excluded.{c.name}" for c in table.columns)
     return (
         f"MERGE INTO {table.name} USING ({source}) AS excluded ON {on} "
@@ -257,12 +253,17 @@ def _merge(table: Table, source: str, keep: tuple[str, ...], condition: str) -> 
     )
 
 
-def _upsert(table: Table, keep: tuple[str, ...], condition: str) -> str:
-    sets = ", ".join(
+def _assignments(table: Table, keep: tuple[str, ...]) -> str:
+    """SET list taking every column but the key and ``keep`` from the new row."""
+    return ", ".join(
         f"{c.name} = excluded.{c.name}"
         for c in table.columns
         if c.name not in table.key and c.name not in keep
     )
+
+
+def _upsert(table: Table, keep: tuple[str, ...], condition: str) -> str:
+    sets = _assignments(table, keep)
     return f"ON CONFLICT ({', '.join(table.key)}) DO UPDATE SET {sets} WHERE {condition}"
 
 

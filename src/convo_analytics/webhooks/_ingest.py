@@ -18,6 +18,7 @@ their own while Python reads the next chunk.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import queue
@@ -36,7 +37,7 @@ import orjson
 import pyarrow as pa
 
 from convo_analytics.webhooks._lines import UNTERMINATED, Block, read_blocks
-from convo_analytics.webhooks._signature import SIGNATURE_PREFIX
+from convo_analytics.webhooks._signature import MEMBER_HEAD, MEMBER_LEN, SIGNATURE_PREFIX
 from convo_analytics.webhooks._verify import SIGNATURE_HEADERS, Verifier
 
 CHUNK_LINES = 245_760
@@ -93,10 +94,9 @@ class _Chunk:
         staged = self.staged
         if not staged["body"]:
             return
+        schema = _staged_schema()
         self.batches.append(
-            pa.record_batch(
-                [pa.array(staged[c.name], c.type) for c in _STAGED_SCHEMA], schema=_STAGED_SCHEMA
-            )
+            pa.record_batch([pa.array(staged[c.name], c.type) for c in schema], schema=schema)
         )
         for values in staged.values():
             values.clear()
@@ -106,13 +106,11 @@ class _Chunk:
         from convo_analytics.warehouse._events import QUARANTINE_SCHEMA, STAGE_SCHEMA
 
         self.flush()
-        rows = pa.Table.from_batches(self.batches, schema=_STAGED_SCHEMA)
+        rows = pa.Table.from_batches(self.batches, schema=_staged_schema())
         n = rows.num_rows
         extra = {
             "ord": pa.array(np.arange(first_ord, first_ord + n, dtype=np.int64)),
-            "source_file": pa.DictionaryArray.from_arrays(
-                pa.array(np.zeros(n, dtype=np.int32)), pa.array([self.source])
-            ).cast(pa.string()),
+            "source_file": pa.repeat(pa.scalar(self.source, pa.string()), n),
         }
         staged = pa.Table.from_arrays(
             [extra[c.name] if c.name in extra else rows.column(c.name) for c in STAGE_SCHEMA],
@@ -130,17 +128,20 @@ _STAGE_COLUMNS = (
 _QUARANTINE_COLUMNS = ("source_file", "source_line", "reason", "detail", "excerpt")
 
 
+@functools.cache
 def _staged_schema() -> pa.Schema:
+    """The columns built line by line, typed as the warehouse stages them (imported when
+    first needed: the receiver imports this package and never loads DuckDB)."""
     from convo_analytics.warehouse._events import STAGE_SCHEMA
 
     return pa.schema([STAGE_SCHEMA.field(name) for name in _STAGE_COLUMNS])
 
 
-_STAGED_SCHEMA = _staged_schema()
-#: ``,"signature":"sha256=<64 hex>"}``, the member append_signature writes: 87 bytes.
-_HEAD = b',"signature":"' + SIGNATURE_PREFIX.encode("ascii")
-_MEMBER = len(_HEAD) + 64 + 2
-_VALUE = len(SIGNATURE_PREFIX) + 64 + 2  # the member's value, its closing quote and brace
+#: Where the member append_signature writes sits, counted from the body's end: the
+#: member (MEMBER_LEN bytes), its value (``sha256=`` and the digest), the digest alone;
+#: each run ends before the closing ``"}``.
+_VALUE = len(SIGNATURE_PREFIX) + 64 + 2
+_DIGEST = 64 + 2
 
 
 _SIGNATURE_NAMES = frozenset(SIGNATURE_HEADERS)
@@ -213,7 +214,7 @@ class Ingester:
         add_received = staged["received_at"].append
         inner, outer = self.pads
         inner_copy, outer_copy, sha256, same = inner.copy, outer.copy, hashlib.sha256, _same
-        loads, head, member, value_len, brace = orjson.loads, _HEAD, _MEMBER, _VALUE, b"}"
+        loads, head, member, value_len, brace = orjson.loads, MEMBER_HEAD, MEMBER_LEN, _VALUE, b"}"
         text_of, names, first_name = _text, _SIGNATURE_NAMES, SIGNATURE_HEADERS[0]
         cut = 1 if terminated else 0
         for i in range(len(block)):
@@ -248,14 +249,14 @@ class Ingester:
                 body = data[start:end].rstrip(b"\r")
             else:
                 record = None
-            if record is not None and body[-member:-66] == head and body[-2:] == b'"}':
+            if record is not None and body[-member:-_DIGEST] == head and body[-2:] == b'"}':
                 signed = memoryview(body)[:-member]
                 mac = inner_copy()
                 mac.update(signed)
                 mac.update(brace)
                 out = outer_copy()
                 out.update(mac.digest())
-                if same(out.hexdigest().encode(), body[-66:-2]):
+                if same(out.hexdigest().encode(), body[-_DIGEST:-2]):
                     content = sha256(signed)
                     content.update(brace)
                     add_line(first + i)
@@ -294,7 +295,7 @@ class Ingester:
         headers: dict[str, str] = {}
         received_at = None
         parsed: Any = None
-        # A member that is null counts as absent (as in the bulk path).
+        # A member that is null counts as absent (as in the shortcut, _block).
         if record.get("headers") is not None and (
             record.get("body") is not None or record.get("bodyBase64") is not None
         ):

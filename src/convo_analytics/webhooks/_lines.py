@@ -11,6 +11,7 @@ import gzip
 import zlib
 from array import array
 from collections.abc import Iterator
+from pathlib import Path
 
 #: How much a read of the file asks for at a time (uncompressed, for a gzip file).
 BLOCK = 1 << 22
@@ -57,16 +58,13 @@ def _line_starts(data: bytes) -> array[int]:
     return offsets
 
 
-def read_blocks(path: str | object) -> Iterator[tuple[Block | None, str | None]]:
+def read_blocks(path: Path) -> Iterator[tuple[Block | None, str | None]]:
     """The file's lines a block at a time, then how it ended.
 
     The last item has no block and says how the file ended: None when it ended
     cleanly, else what is wrong with the gzip stream (the line it broke off, if any,
     is dropped). An unterminated last line comes, with ``UNTERMINATED``, just before.
     """
-    from pathlib import Path
-
-    path = Path(str(path))
     with path.open("rb") as probe:
         head = probe.read(2)
     # by its magic; a .gz cut down to the magic's first byte is a truncated gzip too

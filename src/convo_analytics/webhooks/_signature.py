@@ -45,8 +45,8 @@ def append_signature(unsigned_body: bytes, signature: str) -> bytes:
 _TAIL = 200
 #: The member as append_signature writes it, ``,"signature":"sha256=<64 hex>"}``, which ends
 #: almost every body: recognised by its fixed length before any regular expression runs.
-_MEMBER_HEAD = b',"signature":"' + SIGNATURE_PREFIX.encode("ascii")
-_MEMBER_LEN = len(_MEMBER_HEAD) + 64 + 2
+MEMBER_HEAD = b',"signature":"' + SIGNATURE_PREFIX.encode("ascii")
+MEMBER_LEN = len(MEMBER_HEAD) + 64 + 2
 
 
 def appended_signature(body: bytes) -> tuple[bytes, bytes] | None:
@@ -56,13 +56,13 @@ def appended_signature(body: bytes) -> tuple[bytes, bytes] | None:
     Where it answers, the stripped body is what :func:`strip_signature` returns: the value
     holds no quote, so no earlier ``"signature"`` can start the trailing member.
     """
-    tail = body[-_MEMBER_LEN:]
-    if len(tail) != _MEMBER_LEN or not (tail.startswith(_MEMBER_HEAD) and tail.endswith(b'"}')):
+    tail = body[-MEMBER_LEN:]
+    if len(tail) != MEMBER_LEN or not (tail.startswith(MEMBER_HEAD) and tail.endswith(b'"}')):
         return None
-    value = tail[len(_MEMBER_HEAD) - len(SIGNATURE_PREFIX) : -2]
+    value = tail[len(MEMBER_HEAD) - len(SIGNATURE_PREFIX) : -2]
     if b'"' in value or b"\\" in value:
         return None
-    return body[:-_MEMBER_LEN] + b"}", value
+    return body[:-MEMBER_LEN] + b"}", value
 
 
 def strip_signature(body: bytes) -> bytes | None:
