@@ -76,7 +76,7 @@ def _load_batch(con: Any, pages: list[dict[str, Any]], details: list[dict[str, A
         load.insert_raw(con, "raw_conversations", "listed", "run", now)
         whole = RecordPaths(WHOLE_BODY, "id", "updatedAt")
         bodies = [orjson.dumps(d) for d in details]
-        load.stage_records(con, "detailed", bodies, whole, load.DETAIL_STRUCTURE)
+        load.stage_details(con, "detailed", bodies, whole)
         load.insert_raw(con, "raw_conversation_details", "detailed", "run", now)
         load.merge_conversations(con, "listed", "detailed", "run", now)
 
@@ -214,7 +214,7 @@ def test_staged_details_keep_bodies_verbatim_and_transcript_places(tmp_path: Pat
         load.stage_records(
             con, "listed", [orjson.dumps({"data": page})], RecordPaths("data", "id", "updatedAt")
         )
-        load.stage_records(con, "detailed", bodies, whole, load.DETAIL_STRUCTURE)
+        load.stage_details(con, "detailed", bodies, whole)
         load.insert_raw(con, "raw_conversation_details", "detailed", "run", now)
         load.merge_conversations(con, "listed", "detailed", "run", now)
     load.unstage(con, "listed", "detailed")
@@ -232,5 +232,5 @@ def test_staged_details_keep_bodies_verbatim_and_transcript_places(tmp_path: Pat
         with pytest.raises(duckdb.CatalogException):
             con.execute(f"SELECT count(*) FROM {name}")
     with pytest.raises(duckdb.InvalidInputException, match="Malformed JSON"):
-        load.stage_records(con, "detailed", [b'{"id": "c3",'], whole, load.DETAIL_STRUCTURE)
+        load.stage_details(con, "detailed", [b'{"id": "c3",'], whole)
     con.close()

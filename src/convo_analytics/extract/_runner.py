@@ -48,7 +48,6 @@ from convo_analytics.extract._shapes import (
 )
 from convo_analytics.extract._streams import LIST_STREAMS, SUMMARY_PATH, ExtractConfig, ListStream
 from convo_analytics.warehouse import (
-    WHOLE_BODY,
     RecordPaths,
     defer_checkpoints,
     open_warehouse,
@@ -445,8 +444,7 @@ class Extraction:
                 load.insert_raw(con, stream.raw_table, "listed", self.run_id, now)
                 detailed = None
                 if stream.detail_raw_table and batch.details:
-                    whole = RecordPaths(WHOLE_BODY, paths.id, paths.updated)
-                    load.stage_records(con, "detailed", batch.details, whole, load.DETAIL_STRUCTURE)
+                    load.stage_details(con, "detailed", batch.details, paths)
                     load.insert_raw(con, stream.detail_raw_table, "detailed", self.run_id, now)
                     detailed = "detailed"
                 if stream.name == "conversations":
