@@ -131,7 +131,11 @@ def transform(
             f"transform {result.transform_run_id}: {result.conversations} conversations, "
             f"{result.messages} messages, {result.incidents} incidents -> "
             f"{sum(result.mart_rows.values())} mart rows in {result.duration_seconds:.1f} s; "
-            f"{len(result.mismatches)} reconciliation differences"
+            + (
+                "no service summary to compare with"
+                if result.reconciled_days == 0
+                else f"{len(result.mismatches)} reconciliation differences"
+            )
         )
     if fail_on_mismatch and result.mismatches:
         raise typer.Exit(1)
