@@ -12,6 +12,7 @@ from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._errors import BehindTlsProxy, require_loopback
+from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.errors import UserError
 
 __all__ = ["dashboard", "publish"]
@@ -30,7 +31,11 @@ def publish(
         int | None, typer.Option("--keep", min=1, help="Snapshots kept (default: publish.keep).")
     ] = None,
 ) -> None:
-    """Publish a consistent snapshot of the warehouse for the dashboard and other readers."""
+    """Publish a consistent snapshot of the warehouse for the dashboard and other readers.
+
+    Exit status 0 when published, 75 when another writer holds the warehouse,
+    2 when it cannot (no warehouse, not enough space: nothing is left behind).
+    """
     settings = settings_from_context(
         ctx, {"warehouse.path": db, "publish.dir": published_dir, "publish.keep": keep}
     )
@@ -41,11 +46,12 @@ def publish(
     from convo_analytics.warehouse import open_warehouse
 
     folder = settings.require_path("publish.dir")
-    con = open_warehouse(db_path)
-    try:
-        snap = publish_snapshot(con, db_path, folder, settings.get_int("publish.keep"))
-    finally:
-        con.close()
+    with warehouse_writer(settings, "convo publish"):
+        con = open_warehouse(db_path)
+        try:
+            snap = publish_snapshot(con, db_path, folder, settings.get_int("publish.keep"))
+        finally:
+            con.close()
     Console(stderr=True, highlight=False, soft_wrap=True).print(
         f"published {snap.path} (snapshot {snap.snapshot_id})"
     )
