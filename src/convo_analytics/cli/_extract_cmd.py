@@ -244,11 +244,14 @@ def extract(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request is noise
-    if err.is_terminal and not as_json:
-        with BarProgress(err) as bars:
-            result = asyncio.run(run_extract(config, bars))
-    else:
-        result = asyncio.run(run_extract(config, LogProgress()))
+    from convo_analytics.cli._lock import warehouse_writer
+
+    with warehouse_writer(settings, "convo extract"):
+        if err.is_terminal and not as_json:
+            with BarProgress(err) as bars:
+                result = asyncio.run(run_extract(config, bars))
+        else:
+            result = asyncio.run(run_extract(config, LogProgress()))
     if as_json:
         sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
     else:

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
+from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.cli._webhooks_serve import serve
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
@@ -79,6 +80,7 @@ def ingest_command(
 
     Every input line ends in exactly one of: loaded, duplicates (retries and
     replays), quarantined (with file, line and reason, in the quarantine table).
+    Exit status 75 when another writer holds the warehouse.
     """
     settings = settings_from_context(ctx, {"warehouse.path": db})
     keys = webhook_secrets(settings, secret)
@@ -86,7 +88,8 @@ def ingest_command(
     db_path = settings.require_path("warehouse.path")
     from convo_analytics.webhooks import ingest
 
-    result = ingest(files, keys, db_path)
+    with warehouse_writer(settings, "convo webhooks ingest"):
+        result = ingest(files, keys, db_path)
     if as_json:
         sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
         return

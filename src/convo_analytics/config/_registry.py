@@ -530,7 +530,21 @@ SETTINGS: tuple[Setting, ...] = (
         "run.lock_file",
         Kind.PATH,
         "data/convo-run.lock",
-        help="Lock file that keeps two runs from overlapping.",
+        help=(
+            "The warehouse writers' lock: every command that writes the warehouse (extract, "
+            "webhooks ingest, transform, publish, run) holds it, so writers never overlap."
+        ),
+    ),
+    Setting(
+        "run.lock_wait_seconds",
+        Kind.FLOAT,
+        0.0,
+        help=(
+            "Seconds a writing command waits for another writer to release the lock before "
+            "it exits 75 (0: exit at once)."
+        ),
+        minimum=0.0,
+        maximum=86400.0,
     ),
     Setting(
         "run.ingest_paths",
