@@ -54,6 +54,7 @@ Archive = Annotated[
 
 def _sandbox_settings(settings: Settings, extra: dict[str, Any]) -> Any:
     from convo_analytics.sandbox import FaultSettings, SandboxSettings
+    from convo_analytics.sandbox._oauth import OAuthSettings
     from convo_analytics.sandbox._model import parse_iso_ms
 
     workspaces = []
@@ -99,6 +100,10 @@ def _sandbox_settings(settings: Settings, extra: dict[str, Any]) -> Any:
         lead_threshold=settings.get_float("sandbox.lead_threshold"),
         blocked_terms=tuple(t.casefold() for t in settings.get_list("sandbox.blocked_terms")),
         crawl_scope=settings.get_str("sandbox.crawl_scope"),
+        oauth=OAuthSettings(
+            auto_approve=settings.get_bool("sandbox.oauth_auto_approve"),
+            access_token_seconds=settings.get_int("sandbox.oauth_token_seconds"),
+        ),
     )
     try:
         result.validate()
@@ -159,6 +164,13 @@ def serve(
         float | None,
         typer.Option("--fault-drop-rate", help="Share of /v1 connections dropped mid-answer."),
     ] = None,
+    oauth_auto_approve: Annotated[
+        bool | None,
+        typer.Option(
+            "--oauth-auto-approve/--oauth-consent",
+            help="Approve OAuth logins at once (tests, the demo), or show the consent page.",
+        ),
+    ] = None,
 ) -> None:
     """Generate a workspace history and serve the whole read side over HTTP."""
     settings = settings_from_context(
@@ -177,6 +189,7 @@ def serve(
             "sandbox.fault_slow_rate": fault_slow_rate,
             "sandbox.fault_slow_seconds": fault_slow_seconds,
             "sandbox.fault_drop_rate": fault_drop_rate,
+            "sandbox.oauth_auto_approve": oauth_auto_approve,
         },
     )
     config = _sandbox_settings(settings, {"workspace": workspace, "until": until})

@@ -428,6 +428,23 @@ SETTINGS: tuple[Setting, ...] = (
         help="Words and phrases the guardrail flags as blocked_term (case-insensitive).",
     ),
     Setting(
+        "sandbox.oauth_auto_approve",
+        Kind.BOOL,
+        False,
+        help=(
+            "Approve every OAuth authorization request at once, granting the workspace the "
+            "client names (workspace=NAME) or the first (tests, the demo); else a consent page "
+            "asks a workspace admin."
+        ),
+    ),
+    Setting(
+        "sandbox.oauth_token_seconds",
+        Kind.INT,
+        3600,
+        help="Lifetime of the OAuth access tokens the sandbox issues, in seconds.",
+        minimum=1,
+    ),
+    Setting(
         "sandbox.crawl_scope",
         Kind.STR,
         "any",

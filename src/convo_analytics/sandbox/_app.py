@@ -17,6 +17,7 @@ from convo_analytics import __version__
 from convo_analytics.sandbox import (
     _routes_control,
     _routes_live,
+    _routes_oauth,
     _routes_read,
     _routes_webhooks,
 )
@@ -81,5 +82,6 @@ def create_app(sandbox: Sandbox) -> ASGIApp:
     app.include_router(_routes_live.router)
     app.include_router(_routes_webhooks.router)
     app.include_router(_routes_control.router)
+    app.include_router(_routes_oauth.router)
     injector = FaultInjector(app, sandbox.settings.faults, seed=sandbox.settings.seed)
     return injector

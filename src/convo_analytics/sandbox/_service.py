@@ -12,11 +12,14 @@ from convo_analytics.sandbox._assistant import LiveAssistant
 from convo_analytics.sandbox._delivery import Dispatcher, parse_retry_schedule
 from convo_analytics.sandbox._faults import FaultSettings
 from convo_analytics.sandbox._generate import HistorySpec, generate_history
+from convo_analytics.sandbox._oauth import OAuthClient, OAuthServer, OAuthSettings
 from convo_analytics.sandbox._ratelimit import RateLimiter, RateLimitPolicy
 from convo_analytics.sandbox._store import CursorCodec
 from convo_analytics.sandbox._workspace import Workspace
 
 DEFAULT_WORKSPACE = "demo"
+#: The registered public OAuth client (PKCE) that `convo auth login` uses by default.
+PUBLIC_CLIENT_ID = "convo-analytics"
 APP_BASE = "https://app.convo.example"
 
 
@@ -49,6 +52,8 @@ class SandboxSettings:
     crawl_scope: str = "any"
     #: Words the guardrail flags (blocked_term); empty keeps the built-in list.
     blocked_terms: tuple[str, ...] = ()
+    #: The OAuth 2.0 authorization server's behaviour (token lifetimes, auto-approval).
+    oauth: OAuthSettings = field(default_factory=OAuthSettings)
 
     def validate(self) -> None:
         RateLimitPolicy.parse(self.rate_limit)
@@ -119,6 +124,43 @@ class Sandbox:
         for ws in self.workspaces.values():
             ws.sinks.append(self.dispatcher.sink_for(ws.id))
         self.cursors = CursorCodec(secrets.token_bytes(32))
+        self.oauth = OAuthServer(settings.oauth, self._default_clients())
+
+    def _default_clients(self) -> list[OAuthClient]:
+        """A public client for interactive logins (PKCE, loopback redirects) and, per
+        workspace, a confidential client bound to it for the client credentials grant."""
+        clients = [
+            OAuthClient(
+                client_id=PUBLIC_CLIENT_ID,
+                client_secret=None,
+                redirect_uris=("http://127.0.0.1/callback", "http://localhost/callback"),
+                name="convo-analytics",
+            )
+        ]
+        for ws in self.workspaces.values():
+            clients.append(
+                OAuthClient(
+                    client_id=f"svc-{ws.name}",
+                    client_secret=f"ocs_{secrets.token_urlsafe(24)}",
+                    redirect_uris=("http://127.0.0.1/callback",),
+                    grant_types=("authorization_code", "refresh_token", "client_credentials"),
+                    workspace_id=ws.id,
+                    name=f"convo-analytics for {ws.name}",
+                )
+            )
+        return clients
+
+    def workspace_names(self) -> dict[str, str]:
+        """Workspace name -> id, in the order they were configured."""
+        return {ws.name: ws.id for ws in self.workspaces.values()}
+
+    def is_workspace_admin(self, workspace_id: str, credential: str) -> bool:
+        """Whether ``credential`` administers the workspace (one of its API keys, or the
+        sandbox's admin token): the consent step's proof."""
+        if credential and secrets.compare_digest(credential.encode(), self.admin_token.encode()):
+            return True
+        ws = self.workspace_for(credential) if credential else None
+        return ws is not None and ws.id == workspace_id
 
     def workspace_for(self, token: str) -> Workspace | None:
         for key, ws in self.keys.items():
@@ -137,6 +179,14 @@ class Sandbox:
                 for key, ws in self.keys.items()
             ],
             "adminToken": self.admin_token,
+            "oauthClients": [
+                {
+                    "clientId": c.client_id,
+                    "clientSecret": c.client_secret,
+                    "workspaceId": c.workspace_id,
+                }
+                for c in self.oauth.store.clients.values()
+            ],
         }
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
