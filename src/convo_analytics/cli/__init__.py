@@ -15,6 +15,7 @@ from convo_analytics.cli._app import (
     main,
     settings_from_context,
 )
+from convo_analytics.cli._auth_cmd import auth_app
 from convo_analytics.cli._config_cmd import config_app
 from convo_analytics.cli._dashboard_cmd import dashboard, publish
 from convo_analytics.cli._extract_cmd import extract
@@ -36,6 +37,7 @@ __all__ = [
 # One import + one add_typer per group; document each command in docs/cli.md
 # (tests/test_cli_basics.py fails for undocumented commands).
 app.add_typer(config_app, name="config")
+app.add_typer(auth_app, name="auth")
 app.add_typer(sandbox_app, name="sandbox")
 app.command("extract")(extract)
 app.add_typer(webhooks_app, name="webhooks")

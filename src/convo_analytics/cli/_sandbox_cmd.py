@@ -54,8 +54,8 @@ Archive = Annotated[
 
 def _sandbox_settings(settings: Settings, extra: dict[str, Any]) -> Any:
     from convo_analytics.sandbox import FaultSettings, SandboxSettings
-    from convo_analytics.sandbox._oauth import OAuthSettings
     from convo_analytics.sandbox._model import parse_iso_ms
+    from convo_analytics.sandbox._oauth import OAuthSettings
 
     workspaces = []
     entries = extra["workspace"] or [

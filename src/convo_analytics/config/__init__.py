@@ -36,16 +36,27 @@ from convo_analytics.config._schema import (
 )
 from convo_analytics.config._secret import MASK, Secret
 from convo_analytics.config._settings import Resolved, SectionView, Settings
+from convo_analytics.config._workspaces import (
+    DEFAULT_WORKSPACE,
+    ApiKeyAuth,
+    OAuthAuth,
+    WorkspaceConfig,
+    load_workspaces,
+    select_workspaces,
+)
 
 __all__ = [
     "CONFIG_ENV_VAR",
     "DEFAULT_CONFIG_NAME",
+    "DEFAULT_WORKSPACE",
     "MASK",
     "REGISTRY",
     "SETTINGS",
+    "ApiKeyAuth",
     "ConfigError",
     "ConfigLocation",
     "Kind",
+    "OAuthAuth",
     "Registry",
     "Resolved",
     "Secret",
@@ -53,7 +64,10 @@ __all__ = [
     "Setting",
     "Settings",
     "Source",
+    "WorkspaceConfig",
     "find_config_file",
     "generic_env_var",
     "load_settings",
+    "load_workspaces",
+    "select_workspaces",
 ]

@@ -129,7 +129,7 @@ def load_settings(
         config_reason="" if location is None else location.reason,
         registry=registry,
         tables=tables,
-        environ={k: v for k, v in env.items() if k.startswith("CONVO_")},
+        environ=dict(env),
         locate=lambda dotted: _locate(location.path, text, dotted) if location else "",
     )
 
@@ -154,6 +154,9 @@ def _file_layer(
     base_dir = path.parent
     out: dict[str, Resolved] = {}
     for section, table in data.items():
+        if section == "workspaces" and isinstance(table, list):
+            tables.setdefault("", {})["workspaces"] = table  # [[workspaces]], read by its model
+            continue
         if section not in registry.sections:
             raise ConfigError(_unknown_section(path, text, section, registry))
         if not isinstance(table, dict):

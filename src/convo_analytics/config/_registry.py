@@ -262,6 +262,17 @@ SETTINGS: tuple[Setting, ...] = (
         ),
         minimum=0.0,
     ),
+    # -- auth: OAuth 2.0 grants of [[workspaces]] -------------------------------
+    Setting(
+        "auth.token_store",
+        Kind.PATH,
+        "data/oauth-tokens.json",
+        help=(
+            "File (mode 0600) where `convo auth login` keeps each OAuth workspace's tokens; "
+            "runs refresh them in place under a lock."
+        ),
+        env_aliases=("CONVO_TOKEN_STORE",),
+    ),
     # -- sandbox: the local fake of the service, for development and tests ------
     Setting(
         "sandbox.host",

@@ -73,7 +73,7 @@ class Settings:
         self.config_path = config_path
         self.config_reason = config_reason
         self._tables = {k: dict(v) for k, v in (tables or {}).items()}
-        #: The CONVO_* variables the settings were read with (typed models read theirs).
+        #: The environment the settings were read with (typed models read theirs from it).
         self.environ: Mapping[str, str] = dict(environ or {})
         self._locate = locate
 

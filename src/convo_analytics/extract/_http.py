@@ -22,6 +22,7 @@ import httpx
 import orjson
 
 from convo_analytics._net import is_loopback_host
+from convo_analytics.auth import ApiKeyCredentials, AuthExpired, Credentials
 from convo_analytics.extract._limiter import AdaptiveLimiter
 from convo_analytics.extract._retry import RETRY_STATUSES, RetryPolicy, parse_retry_after
 from convo_analytics.extract._secrets import check_base_url, origin_of, shown_url
@@ -97,7 +98,7 @@ class ServiceClient:
     def __init__(
         self,
         base_url: str,
-        api_key: str,
+        credentials: str | Credentials,
         *,
         limiter: AdaptiveLimiter,
         retry: RetryPolicy | None = None,
@@ -110,6 +111,9 @@ class ServiceClient:
         reach_budget_seconds: float = 15.0,
     ) -> None:
         self.base_url = check_base_url(base_url)
+        self.credentials = (
+            ApiKeyCredentials(credentials) if isinstance(credentials, str) else credentials
+        )
         self.origins = {origin_of(self.base_url), *(origin_of(o) for o in allowed_origins)}
         self.reach = Reach(reach_budget_seconds)
         self.limiter = limiter
@@ -118,7 +122,6 @@ class ServiceClient:
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             headers={
-                "Authorization": f"Bearer {api_key}",
                 "Accept": "application/json",
                 "User-Agent": "convo-analytics-extract",
             },
@@ -150,6 +153,7 @@ class ServiceClient:
         """
         self._check_target(url)
         last_problem = "no attempt made"
+        refused: str | None = None  # an Authorization a 401 refused (OAuth: refresh once)
         for attempt in range(1, self.retry.max_attempts + 1):
             await self.limiter.acquire()
             stats.requests += 1
@@ -157,7 +161,13 @@ class ServiceClient:
             if self.reach.first_try is None:
                 self.reach.first_try = time.monotonic()
             try:
-                response = await self._client.get(url, params=params)
+                header = await self.credentials.authorization(stale=refused)
+            except AuthExpired as exc:
+                raise ExtractError(str(exc)) from None
+            try:
+                response = await self._client.get(
+                    url, params=params, headers={"Authorization": header}
+                )
             except httpx.TransportError as exc:
                 stats.transport_errors += 1
                 last_problem = f"{type(exc).__name__}: {exc}".rstrip(": ")
@@ -178,6 +188,10 @@ class ServiceClient:
                 elif status in missing:
                     self.limiter.on_success()
                     return response, None
+                elif status == 401 and self.credentials.refreshable and refused is None:
+                    refused = header  # the token may have expired early: refresh, once
+                    last_problem = "answered 401 (the access token was refused)"
+                    continue
                 elif status in RETRY_STATUSES:
                     retry_after = parse_retry_after(response.headers.get("retry-after"))
                     if status == 429:

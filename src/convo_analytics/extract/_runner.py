@@ -102,7 +102,7 @@ class Extraction:
         #: Reads that the event loop makes while the loader thread writes (its own connection).
         self.reader: duckdb.DuckDBPyConnection | None = None
         self.loader = _Loader()
-        self.redact = Redactor([config.api_key])
+        self._secrets: list[str] = [config.api_key]
 
     async def run(self) -> ExtractResult:
         cfg = self.config
@@ -113,7 +113,7 @@ class Extraction:
         limiter = AdaptiveLimiter(RateLimitPolicy.parse(cfg.rate_limit))
         client = ServiceClient(
             cfg.base_url,
-            cfg.api_key,
+            cfg.credentials or cfg.api_key,
             limiter=limiter,
             retry=RetryPolicy(max_attempts=cfg.max_attempts, base_seconds=cfg.retry_base_seconds),
             connect_timeout=cfg.connect_timeout,
@@ -170,6 +170,12 @@ class Extraction:
                 self.reader.close()
                 self.con.close()
         return ExtractResult(self.run_id, cfg.mode, results, time.monotonic() - clock)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every credential of the run masked (OAuth tokens change as they
+        are refreshed, so the provider is asked each time)."""
+        live = self.config.credentials.secrets() if self.config.credentials else []
+        return Redactor([*self._secrets, *live])(text)
 
     @staticmethod
     def _where(name: str, exc: Exception) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from convo_analytics.auth import Credentials
 from convo_analytics.extract._source import (
     ALL_STREAMS,
     LIST_STREAMS,
@@ -65,6 +66,8 @@ class ExtractConfig:
     allowed_origins: tuple[str, ...] = ()
     #: Warnings fail their stream.
     strict: bool = False
+    #: Where requests get their Authorization (an OAuth grant); None: ``api_key``.
+    credentials: Credentials | None = None
     #: ``page_size`` and ``pagination`` came from command-line flags: they beat the streams'
     #: own descriptions (a flag beats the config file).
     flags_win: frozenset[str] = frozenset()

@@ -60,8 +60,9 @@ async def authorize(request: Request) -> Response:
     except Exception as exc:  # Authlib's OAuth2Error: invalid client, redirect, PKCE, scope
         return _authorize_error(server, incoming, exc)
     if server.settings.auto_approve:
-        name = incoming.query.get("workspace") or next(iter(sandbox.workspace_names()))
-        workspace = sandbox.workspace_names().get(name)
+        names = sandbox.workspace_names()
+        name = incoming.query.get("workspace") or next(iter(names))
+        workspace = names.get(name) or (name if name in names.values() else None)
         if workspace is None:
             return consent_error(f"no workspace named {name!r}", 400)
         answer: Response = server.create_authorization_response(grant.request, workspace, grant)

@@ -1,0 +1,229 @@
+"""The workspaces one installation reads: ``[[workspaces]]`` in convo.toml, as typed values.
+
+A company runs a workspace per brand or region; an agency or a marketplace
+integration reads many. Each workspace is one value, built here from the
+config and handed down to every stage (extract, ingest, transform
+partitions, exports, the lake): its name (``--workspace NAME``), base URL,
+how it authenticates (an API key, or an OAuth 2.0 grant), its rate limit and
+its webhook secrets. A configuration without ``[[workspaces]]`` is one
+workspace made of the flat settings (``service.*``, ``webhooks.secret``),
+so a single-workspace setup keeps working unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from convo_analytics.config._schema import ConfigError
+from convo_analytics.config._secret import Secret
+from convo_analytics.config._settings import Settings
+
+__all__ = [
+    "DEFAULT_WORKSPACE",
+    "ApiKeyAuth",
+    "OAuthAuth",
+    "WorkspaceConfig",
+    "WorkspaceSpec",
+    "load_workspaces",
+    "select_workspaces",
+]
+
+#: The name of the one workspace a configuration without ``[[workspaces]]`` describes.
+DEFAULT_WORKSPACE = "default"
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}"
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ApiKeyAuth(_Spec):
+    """A workspace API key, from an environment variable or a file (never the config)."""
+
+    type: Literal["api_key"]
+    key_env: str | None = None
+    key_file: Path | None = None
+
+
+class OAuthAuth(_Spec):
+    """An OAuth 2.0 grant: ``authorization_code`` (``convo auth login``, refreshed by
+    itself) or ``client_credentials`` (server to server, a confidential client)."""
+
+    type: Literal["oauth"]
+    client_id: str
+    client_secret_env: str | None = None
+    client_secret_file: Path | None = None
+    scopes: tuple[str, ...] = ("conversations:read", "leads:read", "analytics:read")
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    #: The authorization server; default: the base URL's RFC 8414 metadata document.
+    issuer: str | None = None
+
+
+class WorkspaceSpec(_Spec):
+    """One ``[[workspaces]]`` table, as written."""
+
+    name: Annotated[str, Field(pattern=f"^{_NAME}$")]
+    #: The service's own id of the workspace; default: learned from its records, else the name.
+    workspace_id: str | None = None
+    base_url: str | None = None
+    auth: Annotated[ApiKeyAuth | OAuthAuth, Field(discriminator="type")] | None = None
+    rate_limit: str | None = None
+    webhook_secrets_env: str | None = None
+    webhook_secrets_file: Path | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"https?://", value):
+            raise ValueError("must start with https:// (or http:// for loopback)")
+        return value
+
+
+@dataclass(frozen=True)
+class WorkspaceConfig:
+    """A workspace as every stage sees it (secrets resolved, never shown)."""
+
+    name: str
+    base_url: str
+    rate_limit: str
+    auth: ApiKeyAuth | OAuthAuth | None
+    api_key: Secret | None = None
+    client_secret: Secret | None = None
+    webhook_secrets: tuple[Secret, ...] = ()
+    workspace_id: str | None = None
+    #: Where the config says so (``convo.toml:12``), for messages.
+    origin: str = ""
+    implicit: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def uses_oauth(self) -> bool:
+        return isinstance(self.auth, OAuthAuth)
+
+    def __repr__(self) -> str:
+        return f"WorkspaceConfig(name={self.name!r}, base_url={self.base_url!r}, ...)"
+
+
+def _read_secret(
+    what: str, env_name: str | None, file: Path | None, environ: Mapping[str, str]
+) -> Secret | None:
+    if env_name:
+        value = environ.get(env_name, "").strip()
+        if not value:
+            raise ConfigError(f"{what}: the environment variable {env_name} is not set; set it")
+        return Secret(value)
+    if file is not None:
+        try:
+            text = file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"{what}: cannot read {file} ({exc.strerror}); fix the path"
+            ) from None
+        if not text:
+            raise ConfigError(f"{what}: {file} is empty; put the secret in it")
+        return Secret(text)
+    return None
+
+
+def _workspace(
+    spec: WorkspaceSpec, settings: Settings, environ: Mapping[str, str], base_dir: Path | None
+) -> WorkspaceConfig:
+    where = f"workspace {spec.name!r}"
+
+    def path(p: Path | None) -> Path | None:
+        return p if p is None or p.is_absolute() or base_dir is None else base_dir / p
+
+    api_key = client_secret = None
+    auth = spec.auth
+    if isinstance(auth, ApiKeyAuth):
+        api_key = _read_secret(f"{where} auth.key_env/key_file", auth.key_env,
+                               path(auth.key_file), environ)  # fmt: skip
+        if api_key is None:
+            raise ConfigError(f"{where}: auth type api_key needs key_env or key_file")
+    elif isinstance(auth, OAuthAuth):
+        client_secret = _read_secret(f"{where} auth.client_secret_env/_file",
+                                     auth.client_secret_env, path(auth.client_secret_file),
+                                     environ)  # fmt: skip
+        if auth.grant == "client_credentials" and client_secret is None:
+            raise ConfigError(f"{where}: the client_credentials grant needs a client secret")
+    else:
+        api_key = settings.get_secret("service.api_key")
+    secrets: tuple[Secret, ...] = ()
+    hooks = _read_secret(f"{where} webhook_secrets_env/_file", spec.webhook_secrets_env,
+                         path(spec.webhook_secrets_file), environ)  # fmt: skip
+    if hooks is not None:
+        secrets = hooks.parts()
+    return WorkspaceConfig(
+        name=spec.name,
+        base_url=(spec.base_url or settings.get_str("service.base_url")).rstrip("/"),
+        rate_limit=spec.rate_limit or settings.get_str("service.rate_limit"),
+        auth=auth,
+        api_key=api_key,
+        client_secret=client_secret,
+        webhook_secrets=secrets,
+        workspace_id=spec.workspace_id,
+        origin=settings.locate(f"workspaces.{spec.name}"),
+    )
+
+
+def load_workspaces(settings: Settings) -> list[WorkspaceConfig]:
+    """Every configured workspace, in order; one implicit workspace without ``[[workspaces]]``.
+
+    Raises ConfigError (one line per problem) for a malformed table, a repeated
+    name, or a secret that is named but missing.
+    """
+    raw = settings.tables("").get("workspaces")
+    environ = settings.environ
+    if not raw:
+        key = settings.get_secret("service.api_key")
+        hooks = settings.get_secret("webhooks.secret")
+        return [
+            WorkspaceConfig(
+                name=DEFAULT_WORKSPACE,
+                base_url=settings.get_str("service.base_url").rstrip("/"),
+                rate_limit=settings.get_str("service.rate_limit"),
+                auth=None,
+                api_key=key,
+                webhook_secrets=hooks.parts() if hooks else (),
+                implicit=True,
+            )
+        ]
+    if not isinstance(raw, list):
+        raise ConfigError("workspaces must be written as [[workspaces]] tables")
+    specs: list[WorkspaceSpec] = []
+    problems: list[str] = []
+    for i, table in enumerate(raw):
+        try:
+            specs.append(WorkspaceSpec.model_validate(table))
+        except ValidationError as exc:
+            for error in exc.errors():
+                loc = ".".join(str(p) for p in error["loc"])
+                problems.append(f"[[workspaces]] #{i + 1} {loc}: {error['msg']}")
+    names = [s.name for s in specs]
+    problems += [f"[[workspaces]] name {n!r} is used twice" for n in sorted(
+        {n for n in names if names.count(n) > 1})]  # fmt: skip
+    if problems:
+        raise ConfigError("\n".join(problems))
+    base_dir = settings.config_path.parent if settings.config_path else None
+    return [_workspace(spec, settings, environ, base_dir) for spec in specs]
+
+
+def select_workspaces(
+    workspaces: list[WorkspaceConfig], names: tuple[str, ...] | list[str]
+) -> list[WorkspaceConfig]:
+    """The workspaces ``--workspace NAME`` (repeatable) names, in config order."""
+    if not names:
+        return workspaces
+    known = {w.name: w for w in workspaces}
+    if unknown := [n for n in names if n not in known]:
+        raise ConfigError(
+            f"--workspace: no workspace named {', '.join(map(repr, unknown))}; "
+            f"configured: {', '.join(known)}"
+        )
+    return [w for w in workspaces if w.name in names]

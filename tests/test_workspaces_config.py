@@ -1,0 +1,77 @@
+"""[[workspaces]] in convo.toml: typed, validated one line per problem, secrets from the
+environment or files only; no table at all is one implicit workspace (issue 17)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from convo_analytics.config import (
+    ApiKeyAuth,
+    ConfigError,
+    OAuthAuth,
+    load_settings,
+    load_workspaces,
+    select_workspaces,
+)
+
+TWO = """\
+[service]
+base_url = "https://api.example.com"
+
+[[workspaces]]
+name = "brand-a"
+auth = { type = "api_key", key_env = "BRAND_A_KEY" }
+rate_limit = "100/min"
+webhook_secrets_env = "BRAND_A_HOOKS"
+
+[[workspaces]]
+name = "brand-b"
+base_url = "https://other.example.com/"
+auth = { type = "oauth", client_id = "convo-analytics", scopes = ["leads:read"] }
+"""
+
+
+def _load(tmp_path: Path, text: str, **env: str) -> list:  # type: ignore[type-arg]
+    (tmp_path / "convo.toml").write_text(text)
+    return load_workspaces(load_settings(tmp_path / "convo.toml", {}, env))
+
+
+def test_two_workspaces_with_their_own_credentials(tmp_path: Path) -> None:
+    a, b = _load(tmp_path, TWO, BRAND_A_KEY="sk_brand_a_123456", BRAND_A_HOOKS="s1,s2")
+    assert (a.name, a.base_url, a.rate_limit) == ("brand-a", "https://api.example.com", "100/min")
+    assert (
+        isinstance(a.auth, ApiKeyAuth) and a.api_key and a.api_key.reveal() == "sk_brand_a_123456"
+    )
+    assert [s.reveal() for s in a.webhook_secrets] == ["s1", "s2"]
+    assert "sk_brand_a" not in repr(a)
+    assert isinstance(b.auth, OAuthAuth) and b.uses_oauth and b.auth.scopes == ("leads:read",)
+    assert b.base_url == "https://other.example.com" and b.rate_limit == "600/min"
+    assert [w.name for w in select_workspaces([a, b], ["brand-b"])] == ["brand-b"]
+    with pytest.raises(ConfigError, match="no workspace named 'brand-c'"):
+        select_workspaces([a, b], ["brand-c"])
+
+
+def test_no_table_is_the_flat_settings_as_one_workspace(tmp_path: Path) -> None:
+    (ws,) = _load(tmp_path, "", CONVO_API_KEY="sk_flat_1234567", CONVO_WEBHOOK_SECRET="hook")
+    assert ws.implicit and ws.name == "default" and ws.api_key
+    assert ws.api_key.reveal() == "sk_flat_1234567" and ws.webhook_secrets
+
+
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        (TWO, "BRAND_A_KEY is not set"),
+        (TWO.replace('"brand-b"', '"brand-a"'), "name 'brand-a' is used twice"),
+        ('[[workspaces]]\nname = "x y"\n', "#1 name"),
+        ('[[workspaces]]\nname = "a"\nauth = { type = "magic" }\n', "#1 auth"),
+        ('[[workspaces]]\nname = "a"\nbase_url = "ftp://x"\n', "#1 base_url"),
+        ('[[workspaces]]\nname = "a"\nauth = { type = "api_key" }\n', "needs key_env or key_file"),
+    ],
+)
+def test_bad_workspaces_are_one_line_each(tmp_path: Path, text: str, expect: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, text, BRAND_A_HOOKS="s")
+    assert expect in str(info.value)
+    assert all(line.strip() for line in str(info.value).splitlines())
