@@ -162,8 +162,9 @@ def test_client_credentials_for_a_client_bound_to_one_workspace(
     assert answer.status_code == 200, answer.text
     access = answer.json()["access_token"]
     listed = get(oauth_sandbox, "/v1/conversations?limit=1", access).json()["data"]
-    expected = httpx.get(f"{oauth_sandbox.url}/v1/conversations?limit=1",
-                         headers={"Authorization": f"Bearer {GLOBEX_KEY}"}).json()["data"]  # fmt: skip
+    globex = {"Authorization": f"Bearer {GLOBEX_KEY}"}
+    expected = httpx.get(f"{oauth_sandbox.url}/v1/conversations?limit=1", headers=globex)
+    expected = expected.json()["data"]
     assert listed[0]["id"] == expected[0]["id"]
     bad = httpx.post(f"{oauth_sandbox.url}/oauth/token",
                      data={"grant_type": "client_credentials"},
