@@ -358,9 +358,11 @@ def child_load(bodies_dir: str, db: str, mode: str) -> None:
     conversation list pages only (what dlt's rest_api loads); "full" loads the
     pages with their details (and so messages), then the lead pages.
     """
-    from convo_analytics.extract._runner import Extraction, StreamResult, _Batch
+    from convo_analytics.extract._list_stream import ListStreamRun, _Batch
+    from convo_analytics.extract._results import StreamResult
+    from convo_analytics.extract._runner import Extraction
     from convo_analytics.extract._schema_drift import SchemaTracker
-    from convo_analytics.extract._streams import CONVERSATIONS, LEADS, ExtractConfig
+    from convo_analytics.extract._streams import ExtractConfig
     from convo_analytics.warehouse import RecordPaths, defer_checkpoints, open_warehouse
 
     src = Path(bodies_dir)
@@ -382,21 +384,22 @@ def child_load(bodies_dir: str, db: str, mode: str) -> None:
     defer_checkpoints(ext.con)  # as Extraction.run does
     paths = RecordPaths("data", "id", "updatedAt")
     mark = datetime.now(UTC)
-    plan: list[tuple[Any, list[bytes], list[bytes]]] = [(CONVERSATIONS, conv_pages, details)]
+    plan: list[tuple[str, list[bytes], list[bytes]]] = [("conversations", conv_pages, details)]
     if lead_pages:
-        plan.append((LEADS, lead_pages, []))
+        plan.append(("leads", lead_pages, []))
+    ext.reader = ext.con.cursor()
     started = time.perf_counter()
-    for stream, pages, stream_details in plan:
-        result = StreamResult(stream.name)
-        tracker = SchemaTracker(ext.con, stream.name, ext.run_id)
+    for name, pages, stream_details in plan:
+        stream = ListStreamRun(ext, None, config.plan(name), StreamResult(name))  # type: ignore[arg-type]
+        tracker = SchemaTracker(ext.con, name, ext.run_id)
         batch, used = _Batch(), 0
-        for i, (page, n) in enumerate(zip(pages, counts[stream.name], strict=True)):
+        for i, (page, n) in enumerate(zip(pages, counts[name], strict=True)):
             batch.pages.append(page)
             batch.details.extend(stream_details[used : used + n])
             batch.records += n
             used += n
             if batch.records >= BATCH_RECORDS or i == len(pages) - 1:
-                ext._commit(stream, batch, paths, result, tracker, mark)
+                stream._commit(batch, paths, tracker, mark)
                 batch = _Batch()
         tracker.finish()
     # The run's one checkpoint, at its end: part of the load.
