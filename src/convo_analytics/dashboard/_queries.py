@@ -295,7 +295,8 @@ def guardrail_report(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str, pl
 
 
 def pipeline_status(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
-    """Freshness (last successful runs, bookmarks), run history and quarantine."""
+    """Freshness (last successful runs, bookmarks), run history and the open quarantine (rows
+    a replay or a later read has loaded since are resolved, not counted)."""
     runs = read_frame(
         con,
         """SELECT 'nightly run' AS step, run_id, failed_step AS part, started_at, finished_at,
@@ -329,6 +330,7 @@ def pipeline_status(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
         "quarantine": read_frame(
             con,
             "SELECT reason, count(*) AS lines, count(DISTINCT source_file) AS files, "
-            "max(quarantined_at) AS last_seen FROM quarantine GROUP BY reason ORDER BY lines DESC",
+            "max(quarantined_at) AS last_seen FROM quarantine WHERE resolved_at IS NULL "
+            "GROUP BY reason ORDER BY lines DESC",
         ),
     }

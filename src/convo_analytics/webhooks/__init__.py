@@ -2,8 +2,9 @@
 
 from convo_analytics.webhooks._archive import archive_line, parse_archive_line
 from convo_analytics.webhooks._archive_writer import ArchiveWriter
-from convo_analytics.webhooks._ingest import IngestResult, ingest
+from convo_analytics.webhooks._ingest import IngestOptions
 from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
+from convo_analytics.webhooks._run import IngestResult, ingest, signature_alarm
 from convo_analytics.webhooks._signature import (
     SIGNATURE_PREFIX,
     append_signature,
@@ -24,6 +25,7 @@ __all__ = [
     "SIGNATURE_HEADERS",
     "SIGNATURE_PREFIX",
     "ArchiveWriter",
+    "IngestOptions",
     "IngestResult",
     "ReceiverSettings",
     "Verification",
@@ -34,6 +36,7 @@ __all__ = [
     "parse_archive_line",
     "secret_keys",
     "sign",
+    "signature_alarm",
     "strip_signature",
     "verify",
     "verify_delivery",
