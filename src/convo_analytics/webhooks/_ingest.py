@@ -23,7 +23,7 @@ import hmac
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -160,20 +160,6 @@ def _text(value: Any) -> str | None:
     return orjson.dumps(value).decode()
 
 
-def _is_stamp(value: Any) -> TypeGuard[str]:
-    """Whether ``value`` is a time written as :func:`stamp` writes it (then it compares as
-    text in time order)."""
-    return type(value) is str and len(value) == 24 and value[10] == "T" and value[23] == "Z"
-
-
-def _bound(received: str | None, now_text: str) -> str:
-    """The latest timestamp the shortcut lets through: the time of receipt (or now, for a
-    bare body); "" sends every other line to the general path, which reads any form."""
-    if received is None:
-        return now_text
-    return received if _is_stamp(received) and received < now_text else ""
-
-
 class Ingester:
     """Reads a file's lines into chunks: verified deliveries staged, the others quarantined."""
 
@@ -279,8 +265,9 @@ class Ingester:
         with the ``signature`` member as append_signature writes it, with every
         signature header present repeating that member, whose body without the member
         the first secret verifies, and whose timestamp, written as the sandbox writes
-        it, is not after the line's receipt (or now). Then every claim is written in the
-        body, so the raw reading cannot match (Verifier._match), and the stripped
+        it (``stamp``, which compares as text in time order), is not after the line's
+        receipt, itself a stamp before now (or now, for a bare body). Then every claim is
+        written in the body, so the raw reading cannot match (Verifier._match), and the stripped
         reading under the first secret is the first one tried: the shortcut reaches the
         general path's decision at a fraction of its cost. Anything else takes the
         general path.
@@ -308,7 +295,7 @@ class Ingester:
         loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
         head, member, value_len, brace = MEMBER_HEAD, MEMBER_LEN, _VALUE, b"}"
         text_of, names, first_name = _text, _SIGNATURE_NAMES, SIGNATURE_HEADERS[0]
-        now_text, is_stamp = self.now_text, _is_stamp
+        now_text = self.now_text
         cut = 1 if terminated else 0
         for i in range(len(block)):
             start, end = offsets[i], offsets[i + 1] - cut
@@ -348,14 +335,30 @@ class Ingester:
                 event = record
             else:
                 record = None
+            # the time: a stamp not after its bound (any other form: the general path); a stamp
+            # is 24 characters ending in Z (written out, not called: this is the hot loop)
             if (
                 record is not None
                 and type(event) is dict
                 and body[-member:-_DIGEST] == head
                 and body[-2:] == b'"}'
+                and type(ts := event.get("timestamp")) is str
+                and len(ts) == 24
+                and ts[23] == "Z"
+                and ts[10] == "T"
+                and ts
+                <= (
+                    now_text
+                    if received is None
+                    else received
+                    if type(received) is str
+                    and len(received) == 24
+                    and received[23] == "Z"
+                    and received[10] == "T"
+                    and received < now_text
+                    else ""
+                )
                 and dumps(event) == body
-                and is_stamp(ts := event.get("timestamp"))
-                and ts <= _bound(received, now_text)
             ):
                 signed = memoryview(body)[:-member]
                 mac = inner_copy()
