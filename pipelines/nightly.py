@@ -77,10 +77,12 @@ def _open_quarantine(db_path: Path) -> int:
 
     con = open_warehouse(db_path, read_only=True)
     try:
-        row = con.execute("SELECT count(*) FROM quarantine WHERE resolved_at IS NULL").fetchone()
+        [(count,)] = con.execute(
+            "SELECT count(*) FROM quarantine WHERE resolved_at IS NULL"
+        ).fetchall()
     finally:
         con.close()
-    return int(row[0]) if row else 0
+    return int(count)
 
 
 def transform(ctx: RunContext) -> dict[str, Any]:

@@ -49,11 +49,16 @@ def test_events_of_16_and_50_mib_are_quarantined_too_large_and_the_rest_loads(
     assert run(tmp_path, [path])["read"] == 0
 
 
-def test_an_event_just_under_the_line_limit_loads(tmp_path: Path) -> None:
+def test_events_just_under_the_line_limit_and_many_long_ones_load(tmp_path: Path) -> None:
+    """DuckDB's memory for a chunk grows with its long strings: a line over 1 MiB goes to it
+    alone and long lines in small chunks (D-LINE-LIMIT), so that none of these fails."""
+    lines = [_big_event(n, 8 * MIB - 400) + b"\n" for n in range(3)]
+    lines += [_big_event(10 + n, 30_000) + b"\n" for n in range(400)]
+    lines += [signed_body(event(500 + n)) + b"\n" for n in range(50)]
     path = tmp_path / "a.jsonl"
-    path.write_bytes(_big_event(1, 8 * MIB - 400) + b"\n" + signed_body(event(2)) + b"\n")
+    path.write_bytes(b"".join(lines))
     counts = run(tmp_path, [path])
-    assert (counts["loaded"], counts["quarantined"]) == (2, {})
+    assert (counts["read"], counts["loaded"], counts["quarantined"]) == (453, 453, {})
     length = rows(tmp_path / "w.duckdb", "SELECT max(length(payload::VARCHAR)) FROM events")
     assert length[0][0] > 8 * MIB - 400
 

@@ -80,10 +80,15 @@ def test_a_quiet_files_unterminated_line_is_read_and_its_later_newline_is_not_a_
     os.utime(path, (old, old))
     first = run(tmp_path, [path], settle_seconds=600)
     assert (first["read"], first["loaded"], first["quarantined"]) == (2, 1, {"malformed_json": 1})
-    with path.open("ab") as f:
-        f.write(b"\n" + delivery(event(3)))
+    third = delivery(event(3))
+    with path.open("ab") as f:  # the newline, then a line still being written
+        f.write(b"\n" + third[:30])
     second = run(tmp_path, [path], settle_seconds=600)
-    assert (second["read"], second["loaded"], second["quarantined"]) == (1, 1, {})
+    assert (second["read"], second["heldBack"], second["quarantined"]) == (0, 1, {})
+    with path.open("ab") as f:
+        f.write(third[30:])
+    last = run(tmp_path, [path], settle_seconds=600)
+    assert (last["read"], last["loaded"], last["quarantined"]) == (1, 1, {})
     assert rows(tmp_path / "w.duckdb", "SELECT max(source_line) FROM events") == [(3,)]
 
 

@@ -52,9 +52,10 @@ def list_command(
     """Quarantined lines by reason, file and day (open ones: not loaded since)."""
     settings = settings_from_context(ctx, {"warehouse.path": db})
     from convo_analytics.warehouse import open_warehouse
-    from convo_analytics.webhooks._quarantine import quarantine_counts
+    from convo_analytics.webhooks import quarantine_counts
 
-    con = open_warehouse(settings.require_path("warehouse.path"), read_only=True)
+    # not read-only: a warehouse of an older schema is upgraded first (as every command does)
+    con = open_warehouse(settings.require_path("warehouse.path"))
     try:
         rows = quarantine_counts(con, include_resolved=include_resolved)
     finally:
@@ -98,7 +99,7 @@ def replay_command(
     keys = webhook_secrets(settings, secret)
     from pathlib import Path
 
-    from convo_analytics.webhooks._quarantine import replay
+    from convo_analytics.webhooks import replay
 
     source = str(Path(file).resolve()) if file else None
     result = replay(
@@ -135,7 +136,7 @@ def purge_command(
         raise UserError(f"--before {before!r} is not a date; give YYYY-MM-DD") from None
     settings = settings_from_context(ctx, {"warehouse.path": db})
     from convo_analytics.warehouse import open_warehouse
-    from convo_analytics.webhooks._quarantine import purge
+    from convo_analytics.webhooks import purge
 
     con = open_warehouse(settings.require_path("warehouse.path"))
     try:

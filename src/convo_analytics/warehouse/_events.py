@@ -236,8 +236,8 @@ def _has_open(con: duckdb.DuckDBPyConnection, stored_lines: bool) -> bool:
     row = con.execute(
         f"""SELECT count(*) FROM quarantine WHERE resolved_at IS NULL {extra}
             AND source_file IN (SELECT DISTINCT source_file FROM ev_chunk)"""
-    ).fetchone()
-    return bool(row and row[0])
+    ).fetchall()
+    return bool(row[0][0])
 
 
 # -- per-kind tables -------------------------------------------------------------------------

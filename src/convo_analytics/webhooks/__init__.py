@@ -3,6 +3,7 @@
 from convo_analytics.webhooks._archive import archive_line, parse_archive_line
 from convo_analytics.webhooks._archive_writer import ArchiveWriter
 from convo_analytics.webhooks._ingest import IngestOptions
+from convo_analytics.webhooks._quarantine import purge, quarantine_counts, replay
 from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
 from convo_analytics.webhooks._run import IngestResult, ingest, signature_alarm
 from convo_analytics.webhooks._signature import (
@@ -34,6 +35,9 @@ __all__ = [
     "create_receiver_app",
     "ingest",
     "parse_archive_line",
+    "purge",
+    "quarantine_counts",
+    "replay",
     "secret_keys",
     "sign",
     "signature_alarm",

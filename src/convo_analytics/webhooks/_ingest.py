@@ -38,14 +38,27 @@ from convo_analytics.webhooks._body import (
     timestamp_problem,
 )
 from convo_analytics.webhooks._files import Plan, finish_state, next_state
-from convo_analytics.webhooks._lines import EXCERPT, MAX_LINE, TAIL, ArchiveReader, Block
+from convo_analytics.webhooks._lines import (
+    EXCERPT,
+    HUGE_LINE,
+    MAX_LINE,
+    TAIL,
+    ArchiveReader,
+    Block,
+    LongLine,
+)
 from convo_analytics.webhooks._signature import MEMBER_HEAD, MEMBER_LEN, SIGNATURE_PREFIX
 from convo_analytics.webhooks._verify import SIGNATURE_HEADERS, Verification, Verifier
 
 CHUNK_LINES = 245_760
-#: A chunk is handed over before its lines pass this many bytes, so that a few large
-#: lines cannot push one chunk past DuckDB's memory limit.
-CHUNK_BYTES = 64 << 20
+#: A chunk is handed over before its lines pass this many bytes (a chunk of the usual
+#: lines of about 700 bytes is 170 MB) ...
+CHUNK_BYTES = 256 << 20
+#: ... or before its lines over LARGE_LINE pass this many: DuckDB's memory for a chunk
+#: grows with its long strings far more than with short ones (measured at the 256 MB limit
+#: the ingest sets: 100 MiB of 10 KB bodies load, of 25 KB bodies do not; two 6 MiB bodies
+#: do not), and a line over HUGE_LINE goes alone (D-LINE-LIMIT).
+LARGE_BUDGET = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +89,8 @@ class _Chunk:
         self.quarantined: dict[str, list[Any]] = {name: [] for name in _QUARANTINE_COLUMNS}
         self.count = 0  # input lines, counting a damaged gzip's end as one
         self.bytes = 0  # bytes of the lines read into it
+        self.large = 0  # of which in lines over LARGE_LINE
+        self.huge = False  # it holds a line over HUGE_LINE (then alone)
         self.state: Any = None  # the file's ingest_files row once this chunk is stored
         self.final = False  # the file's last chunk (its state is the file's after this read)
 
@@ -183,12 +198,23 @@ class Ingester:
         with reader:
             first = plan.first_line
             chunk = _Chunk(plan.source, first)
-            tail = reader.prefix_tail
+            tail = b""  # the stream's last bytes read: the prefix's until a line is read
             lines = first - 1  # lines of the file read, up to the last one handed over
-            unterminated = False
+            # whether the last line read had no newline: until a line is read, as the last
+            # read left it, unless the newline that ends that line has come since
+            unterminated = bool(plan.start and plan.state and plan.state.ended_unterminated)
+            end = plan.start
             for item in reader.items():
+                if lines < first:  # the prefix is known (with a newline skipped) once reading
+                    tail = reader.prefix_tail
+                if chunk.count and self._full_before(chunk, item):
+                    yield self._handed(chunk, plan, run_id, end, lines, tail, unterminated)
+                    chunk = _Chunk(plan.source, chunk.first_line_no + chunk.count)
                 line_no = chunk.first_line_no + chunk.count
+                end = item.end
                 if isinstance(item, Block):
+                    chunk.large += item.large
+                    chunk.huge = chunk.huge or item.large > HUGE_LINE
                     self._block(chunk, item)
                     chunk.flush()
                     data = item.data
@@ -205,15 +231,12 @@ class Ingester:
                     tail = (tail + item.tail)[-TAIL:]
                     lines += 1
                     unterminated = not item.terminated
-                if chunk.count >= self.options.chunk_lines or (
-                    chunk.bytes >= self.options.chunk_bytes
-                ):
-                    chunk.state = next_state(
-                        plan, run_id, self.now, offset=item.end, lines=lines, tail=tail,
-                        ended_unterminated=unterminated,
-                    )  # fmt: skip
-                    yield chunk
+                if chunk.count >= self.options.chunk_lines:
+                    yield self._handed(chunk, plan, run_id, end, lines, tail, unterminated)
                     chunk = _Chunk(plan.source, chunk.first_line_no + chunk.count)
+            unterminated = unterminated and (lines >= first or reader.skip_newline)
+            if lines < first:
+                tail = reader.prefix_tail
             if reader.problem is not None:
                 line_no = chunk.first_line_no + chunk.count
                 chunk.reject(line_no, "truncated_gzip", reader.problem, b"", None, False)
@@ -228,6 +251,29 @@ class Ingester:
             )
             chunk.final = True
             yield chunk
+
+    def _handed(
+        self, chunk: _Chunk, plan: Plan, run_id: str, end: int, lines: int, tail: bytes,
+        unterminated: bool,
+    ) -> _Chunk:  # fmt: skip
+        """The chunk, with its file's state at its end (stream offset ``end``, ``lines`` read)."""
+        chunk.state = next_state(
+            plan, run_id, self.now, offset=end, lines=lines, tail=tail,
+            ended_unterminated=unterminated,
+        )  # fmt: skip
+        return chunk
+
+    def _full_before(self, chunk: _Chunk, item: Block | LongLine) -> bool:
+        """Whether ``chunk`` goes to DuckDB before ``item``: it holds a huge line, or the item
+        is one, or the item's long lines would pass LARGE_BUDGET, or its bytes CHUNK_BYTES."""
+        if not isinstance(item, Block):
+            return False
+        return (
+            chunk.huge
+            or item.large > HUGE_LINE
+            or chunk.large + item.large > LARGE_BUDGET
+            or chunk.bytes + len(item.data) > self.options.chunk_bytes
+        )
 
     def _open(self, plan: Plan) -> ArchiveReader:
         """A reader at the plan's start, the start checked against what the last read saw;

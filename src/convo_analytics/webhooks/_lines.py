@@ -27,10 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+import numpy as np
+
 #: How much a read of the file asks for at a time (uncompressed, for a gzip file).
 BLOCK = 1 << 22
 #: The default longest line read (bytes, without its newline): webhooks.max_line_bytes.
 MAX_LINE = 8 << 20
+#: Lines over LARGE_LINE weigh on DuckDB's memory far more than their size (their text is
+#: stored apart); a line over HUGE_LINE comes in a block of its own (see _complete).
+LARGE_LINE = 8 << 10
+HUGE_LINE = 1 << 20
 #: Bytes of a line kept for the quarantine's excerpt, and of the stream kept to verify a
 #: resume point (the stream's last bytes before it).
 EXCERPT = 2000
@@ -45,15 +51,22 @@ class Block:
     offset of ``data[0]``.
     """
 
-    __slots__ = ("data", "offsets", "start", "terminated")
+    __slots__ = ("data", "large", "offsets", "start", "terminated")
 
     def __init__(
-        self, data: bytes, offsets: array[int], terminated: bool = True, start: int = 0
+        self,
+        data: bytes,
+        offsets: array[int],
+        terminated: bool = True,
+        start: int = 0,
+        large: int = 0,
     ) -> None:
         self.data = data
         self.offsets = offsets
         self.terminated = terminated
         self.start = start
+        #: bytes of its lines over LARGE_LINE (a huge line comes alone: large = its size)
+        self.large = large
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -210,6 +223,7 @@ class ArchiveReader:
                         block = block[1:]
                         pending_start += 1
                         self.position = pending_start
+                        self.prefix_tail = (self.prefix_tail + b"\n")[-TAIL:]
                         if not block:
                             continue
                 if long is not None:  # skipping the rest of a line over the limit
@@ -255,33 +269,46 @@ class ArchiveReader:
                 self.held_back = len(pending)
             else:
                 self.position = pending_start + len(pending)
-                yield Block(pending, array("q", [0, len(pending)]), False, pending_start)
+                large = len(pending) if len(pending) > LARGE_LINE else 0
+                yield Block(pending, array("q", [0, len(pending)]), False, pending_start, large)
 
     def _complete(self, data: bytes, start: int) -> Iterator[Block | LongLine]:
-        """Complete lines as blocks, any line over the limit apart (checked only when the
-        data could hold one: blocks are smaller than the usual limit)."""
-        if len(data) <= self.max_line + 1:
-            self.position = start + len(data)
-            yield Block(data, _line_starts(data), True, start)
-            return
+        """Complete lines as blocks; a line over the limit as a LongLine, and a huge line
+        (over HUGE_LINE) as a block of its own, so that the ingest can give it a chunk of
+        its own (DuckDB's memory for a chunk grows with its long strings, D-LINE-LIMIT)."""
         offsets = _line_starts(data)
+        sizes = np.diff(np.frombuffer(offsets, dtype=np.int64)) - 1
+        apart = min(HUGE_LINE, self.max_line)
+        if len(data) <= apart + 1 or not (sizes > apart).any():
+            self.position = start + len(data)
+            yield Block(data, offsets, True, start, int(sizes[sizes > LARGE_LINE].sum()))
+            return
         run = 0
-        for i in range(len(offsets) - 1):
-            size = offsets[i + 1] - offsets[i] - 1
-            if size <= self.max_line:
-                continue
+        for i in np.flatnonzero(sizes > apart).tolist():
             if run < i:
-                part = data[offsets[run] : offsets[i]]
-                self.position = start + offsets[i]
-                yield Block(part, _line_starts(part), True, start + offsets[run])
+                yield self._part(data, offsets, run, i, start)
             line = data[offsets[i] : offsets[i + 1]]
             self.position = start + offsets[i + 1]
-            yield LongLine(start + offsets[i], size, line[:EXCERPT], True, line[-TAIL:])
+            if sizes[i] > self.max_line:
+                yield LongLine(
+                    start + offsets[i], int(sizes[i]), line[:EXCERPT], True, line[-TAIL:]
+                )
+            else:
+                large = len(line) if len(line) > LARGE_LINE else 0
+                yield Block(line, array("q", [0, len(line)]), True, start + offsets[i], large)
             run = i + 1
         if run < len(offsets) - 1:
-            part = data[offsets[run] :]
-            self.position = start + len(data)
-            yield Block(part, _line_starts(part), True, start + offsets[run])
+            yield self._part(data, offsets, run, len(offsets) - 1, start)
+
+    def _part(self, data: bytes, offsets: array[int], first: int, end: int, start: int) -> Block:
+        """Lines ``first`` to ``end`` (excluded) of ``data`` as a block of their own."""
+        part = data[offsets[first] : offsets[end]]
+        self.position = start + offsets[end]
+        starts = _line_starts(part)
+        sizes = np.diff(np.frombuffer(starts, dtype=np.int64)) - 1
+        return Block(
+            part, starts, True, start + offsets[first], int(sizes[sizes > LARGE_LINE].sum())
+        )
 
 
 def read_blocks(path: Path) -> Iterator[tuple[Block | None, str | None]]:

@@ -176,10 +176,10 @@ def purge(con: Any, before: date) -> dict[str, Any]:
                 [cutoff],
             ).fetchall()
         )
-        (open_rows,) = con.execute(
+        [(open_rows,)] = con.execute(
             "SELECT count(*) FROM quarantine WHERE quarantined_at < ? AND resolved_at IS NULL",
             [cutoff],
-        ).fetchone() or (0,)
+        ).fetchall()
         con.execute("DELETE FROM quarantine WHERE quarantined_at < ?", [cutoff])
         removed = sum(by_reason.values())
         con.execute(

@@ -36,6 +36,10 @@ from convo_analytics.webhooks._ingest import Ingester, IngestOptions, _Chunk
 
 #: Where the secrets come from, named by the signature alarm (never the secrets).
 SECRET_HINT = "CONVO_WEBHOOK_SECRET"
+#: DuckDB's row group: a chunk at least this long is written to the file at its commit.
+ROW_GROUP = 122_880
+#: Bodies of smaller chunks held in DuckDB's buffer pool before a checkpoint writes them.
+SMALL_CHUNK_BYTES = 16 << 20
 
 
 @dataclass
@@ -223,6 +227,7 @@ class Loader:
         self.error: BaseException | None = None
         self.queue: queue.Queue[tuple[pa.Table, pa.Table, int, Any] | None] = queue.Queue()
         self.busy = False
+        self.small_bytes = 0  # bodies of small chunks stored since the last checkpoint
         self.idle = threading.Condition()
         self.thread = threading.Thread(target=self._run, name="ingest-loader", daemon=True)
         self.thread.start()
@@ -251,6 +256,21 @@ class Loader:
         if self.error is not None:
             raise self.error
 
+    def _checkpoint_if_needed(self, staged: pa.Table) -> None:
+        """Checkpoint when small chunks (of long lines: D-LINE-LIMIT) have piled up.
+
+        A chunk of a row group or more is written to the database file at its commit; a
+        smaller one stays in the buffer pool until a checkpoint, so chunks cut short by long
+        lines would fill the 256 MB pool within a few dozen: their bodies are counted, and
+        past SMALL_CHUNK_BYTES the pending ones are checkpointed (before the next commit).
+        """
+        if staged.num_rows >= ROW_GROUP:
+            return
+        self.small_bytes += staged.column("body").nbytes
+        if self.small_bytes > SMALL_CHUNK_BYTES:
+            self.con.execute("CHECKPOINT")
+            self.small_bytes = staged.column("body").nbytes
+
     def _run(self) -> None:
         from convo_analytics.warehouse import transaction
         from convo_analytics.warehouse._events import load_events, quarantine
@@ -260,6 +280,7 @@ class Loader:
             while (item := self.queue.get()) is not None:
                 staged, rejected, lines, state = item
                 now = datetime.now(UTC)
+                self._checkpoint_if_needed(staged)
                 with transaction(con):
                     counts = load_events(
                         con, staged, run_id, now, resolve=True, stored_lines=self.replay
