@@ -69,10 +69,11 @@ def list_command(
     if not rows:
         _err().print("nothing quarantined" + ("" if include_resolved else " is open"))
         return
-    table = Table("day", "reason", "file", "open", *(["loaded", "duplicate"] * include_resolved))
+    table = Table("day", "reason", "open", *(["loaded", "duplicate"] * include_resolved))
+    table.add_column("file", overflow="fold")
     for row in rows:
         extra = [str(row["loaded"]), str(row["duplicate"])] if include_resolved else []
-        table.add_row(row["day"], row["reason"], row["file"], str(row["open"]), *extra)
+        table.add_row(row["day"], row["reason"], str(row["open"]), *extra, row["file"])
     Console(highlight=False).print(table)
 
 
