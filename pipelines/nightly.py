@@ -27,14 +27,20 @@ def extract(ctx: RunContext) -> dict[str, Any]:
     result = asyncio.run(run_extract(config, LogProgress()))
     streams = result.to_json()["streams"]
     if not result.ok:
-        failed = {name: s["error"] for name, s in streams.items() if s["status"] != "ok"}
-        raise StepFailed(f"streams failed: {failed}")
+        failed = {
+            name: f"{s['status']}: {s['error']}"
+            for name, s in streams.items()
+            if s["status"] not in ("ok", "unavailable")
+        }
+        raise StepFailed(f"streams failed or partial: {failed}")
     return {
         "records": sum(s["records"] for s in streams.values()),
         "new": sum(s["new"] for s in streams.values()),
         "changed": sum(s["changed"] for s in streams.values()),
         "details": sum(s["details"] for s in streams.values()),
         "requests": sum(s["requests"] for s in streams.values()),
+        "warnings": sum(len(s["warnings"]) for s in streams.values()),
+        "unavailable": [name for name, s in streams.items() if s["status"] == "unavailable"],
     }
 
 

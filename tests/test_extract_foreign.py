@@ -89,7 +89,7 @@ class ForeignService:
         if not self._authorised(request):
             return JSONResponse({"message": "no"}, status_code=401)
         offset = int(request.query_params.get("offset", "0"))
-        size = 25
+        size = min(int(request.query_params.get("per_page", "25")), 25)
         chunk = self.leads[offset : offset + size]
         headers = {}
         if offset + size < len(self.leads):

@@ -11,7 +11,13 @@ import httpx
 import pytest
 
 from convo_analytics.contract import RateLimitPolicy
-from convo_analytics.extract._http import ExtractError, RequestStats, ServiceClient, check_base_url
+from convo_analytics.extract._http import (
+    ExtractError,
+    RequestStats,
+    ServiceClient,
+    Unreachable,
+    check_base_url,
+)
 from convo_analytics.extract._limiter import AdaptiveLimiter
 from convo_analytics.extract._retry import RetryPolicy, parse_retry_after
 
@@ -106,12 +112,29 @@ def test_connection_errors_are_retried_and_the_final_error_names_the_endpoint() 
 
     stats = RequestStats()
     client = _client(httpx.MockTransport(handler), FakeTime(), attempts=3)
+    with pytest.raises(Unreachable) as never:
+        asyncio.run(client.get("/v1/conversations", None, stats, "/v1/conversations"))
+    assert "cannot reach the service" in str(never.value) and "3 attempts" in str(never.value)
+    assert KEY not in str(never.value)
+    assert stats.requests == 3 and stats.transport_errors == 3
+
+    answered: list[int] = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        if not answered:
+            answered.append(1)
+            return httpx.Response(200, json={"data": []})
+        raise httpx.ConnectError("connection refused", request=request)
+
+    stats = RequestStats()
+    client = _client(httpx.MockTransport(flaky), FakeTime(), attempts=3)
+    asyncio.run(client.get("/v1/leads", None, stats, "/v1/leads"))
     with pytest.raises(ExtractError) as caught:
         asyncio.run(client.get("/v1/conversations", None, stats, "/v1/conversations"))
     message = str(caught.value)
+    assert not isinstance(caught.value, Unreachable), "the service answered once: retries"
     assert "/v1/conversations" in message and "3 attempts" in message
     assert KEY not in message
-    assert stats.requests == 3 and stats.transport_errors == 3
 
 
 def test_client_errors_fail_at_once_without_the_key() -> None:
@@ -128,9 +151,7 @@ def test_client_errors_fail_at_once_without_the_key() -> None:
 
 def test_a_missing_detail_can_be_allowed() -> None:
     client = _client(httpx.MockTransport(lambda r: httpx.Response(404)), FakeTime())
-    _, data = asyncio.run(
-        client.get("/v1/x/1", None, RequestStats(), "/v1/x/{id}", missing_ok=True)
-    )
+    _, data = asyncio.run(client.get("/v1/x/1", None, RequestStats(), "/v1/x/{id}", missing=(404,)))
     assert data is None
 
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from conftest import ACME_KEY, RunningSandbox
-from convo_analytics.extract._runner import Extraction
+from convo_analytics.extract._list_stream import ListStreamRun
 from extract_support import assert_complete, extract, warehouse_rows
 
 
@@ -23,15 +23,14 @@ def test_a_run_checkpoints_once_at_its_end(
     db = tmp_path / "w.duckdb"
     wal = Path(f"{db}.wal")
     seen: list[tuple[str, int]] = []
-    commit = Extraction._commit
+    commit = ListStreamRun._commit
 
-    def watched(ext: Extraction, *args: Any) -> None:
+    def watched(ext: ListStreamRun, *args: Any) -> None:
         commit(ext, *args)
-        assert ext.con is not None
         row = ext.con.execute("SELECT current_setting('checkpoint_threshold')").fetchone()
         seen.append((str(row[0]) if row else "", wal.stat().st_size if wal.exists() else 0))
 
-    monkeypatch.setattr(Extraction, "_commit", watched)
+    monkeypatch.setattr(ListStreamRun, "_commit", watched)
     assert extract(running.url, ACME_KEY, db, batch_records=40, page_size=20).ok
     assert len(seen) > 3
     assert all(threshold.endswith("MiB") and threshold != "16.0 MiB" for threshold, _ in seen)
@@ -76,7 +75,7 @@ def _load_batch(con: Any, pages: list[dict[str, Any]], details: list[dict[str, A
         load.insert_raw(con, "raw_conversations", "listed", "run", now)
         whole = RecordPaths(WHOLE_BODY, "id", "updatedAt")
         bodies = [orjson.dumps(d) for d in details]
-        load.stage_records(con, "detailed", bodies, whole, load.DETAIL_STRUCTURE)
+        load.stage_details(con, "detailed", bodies, whole)
         load.insert_raw(con, "raw_conversation_details", "detailed", "run", now)
         load.merge_conversations(con, "listed", "detailed", "run", now)
 
@@ -142,22 +141,21 @@ def test_batches_commit_in_the_loader_thread_while_fetching_goes_on(
     db = tmp_path / "w.duckdb"
     threads: list[str] = []
     progressed: list[bool] = []
-    commit = Extraction._commit
+    commit = ListStreamRun._commit
 
-    def slow_commit(
-        ext: Extraction, stream: Any, batch: Any, paths: Any, result: Any, *a: Any
-    ) -> None:
+    def slow_commit(ext: ListStreamRun, *a: Any) -> None:
         threads.append(threading.current_thread().name)
+        stats = ext.result.stats
         if not progressed:
-            before = result.stats.requests
+            before = stats.requests
             waited = 0.0
-            while result.stats.requests == before and waited < 20:
+            while stats.requests == before and waited < 20:
                 time.sleep(0.01)
                 waited += 0.01
-            progressed.append(result.stats.requests > before)
-        commit(ext, stream, batch, paths, result, *a)
+            progressed.append(stats.requests > before)
+        commit(ext, *a)
 
-    monkeypatch.setattr(Extraction, "_commit", slow_commit)
+    monkeypatch.setattr(ListStreamRun, "_commit", slow_commit)
     assert extract(running.url, ACME_KEY, db, batch_records=40, page_size=20).ok
     assert progressed == [True], "requests went out while the first batch was committing"
     assert threads and all(name.startswith("convo-load") for name in threads)
@@ -169,17 +167,17 @@ def test_a_failed_commit_fails_the_run_and_a_rerun_completes(
 ) -> None:
     running: RunningSandbox = start_sandbox(conversations=120)
     db = tmp_path / "w.duckdb"
-    commit = Extraction._commit
+    commit = ListStreamRun._commit
     calls: list[int] = []
 
-    def failing(ext: Extraction, *args: Any) -> None:
+    def failing(ext: ListStreamRun, *args: Any) -> None:
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("disk full")
         commit(ext, *args)
 
     with monkeypatch.context() as patch:
-        patch.setattr(Extraction, "_commit", failing)
+        patch.setattr(ListStreamRun, "_commit", failing)
         with pytest.raises(RuntimeError, match="disk full"):
             extract(running.url, ACME_KEY, db, batch_records=40, page_size=20)
     assert len(calls) == 2, "no batch is committed after one failed"
@@ -214,7 +212,7 @@ def test_staged_details_keep_bodies_verbatim_and_transcript_places(tmp_path: Pat
         load.stage_records(
             con, "listed", [orjson.dumps({"data": page})], RecordPaths("data", "id", "updatedAt")
         )
-        load.stage_records(con, "detailed", bodies, whole, load.DETAIL_STRUCTURE)
+        load.stage_details(con, "detailed", bodies, whole)
         load.insert_raw(con, "raw_conversation_details", "detailed", "run", now)
         load.merge_conversations(con, "listed", "detailed", "run", now)
     load.unstage(con, "listed", "detailed")
@@ -232,5 +230,5 @@ def test_staged_details_keep_bodies_verbatim_and_transcript_places(tmp_path: Pat
         with pytest.raises(duckdb.CatalogException):
             con.execute(f"SELECT count(*) FROM {name}")
     with pytest.raises(duckdb.InvalidInputException, match="Malformed JSON"):
-        load.stage_records(con, "detailed", [b'{"id": "c3",'], whole, load.DETAIL_STRUCTURE)
+        load.stage_details(con, "detailed", [b'{"id": "c3",'], whole)
     con.close()

@@ -273,13 +273,26 @@ def test_page_number_options_and_totals() -> None:
     assert not p.has_next_page
 
 
-def test_page_number_short_page_stops_only_without_a_total() -> None:
+def test_a_short_page_ends_the_list_once_the_service_page_size_is_known() -> None:
+    """A short first page may be the service's own page size (it caps ours): one more page
+    is asked for, marked as a probe; from then on a page shorter than the first ends it."""
     p = make_paginator("page_number", page_size=3)
     step(p, {"data": rows(1, 2), "page": 1})
+    assert p.has_next_page and p.probing
+    step(p, {"data": rows(3, 4), "page": 2})
+    assert p.has_next_page and not p.probing, "two records a page: the service's size"
+    step(p, {"data": rows(5), "page": 3})
     assert not p.has_next_page
     p = make_paginator("page_number", page_size=3)
+    step(p, {"data": rows(1, 2), "page": 1})
+    step(p, {"data": [], "page": 2})
+    assert not p.has_next_page, "an empty probe ends the list"
+    p = make_paginator("page_number", page_size=3)
     step(p, {"data": rows(1, 2), "page": 1, "total": 10})
-    assert p.has_next_page
+    assert p.has_next_page and not p.probing, "a total decides, no probe needed"
+    p = make_paginator("page_number", page_size=3)
+    step(p, {"data": rows(1, 2), "page": 1, "per_page": 3})
+    assert not p.has_next_page, "a page size the body reports decides too"
 
 
 def test_a_count_equal_to_a_full_page_is_not_taken_for_a_total() -> None:
@@ -348,7 +361,7 @@ def test_max_pages_is_a_bound() -> None:
 
 
 def test_bad_styles_and_options_are_named() -> None:
-    with pytest.raises(PagingError, match=r"extract\.pagination is 'pages'; use one of cursor"):
+    with pytest.raises(PagingError, match=r"paginator type 'pages' is unknown; use one of cursor"):
         make_paginator("pages", page_size=10)
     with pytest.raises(PagingError, match="has no option 'page_param'; its options"):
         make_paginator("cursor", page_size=10, options={"page_param": "p"})
@@ -417,7 +430,7 @@ def test_undetectable_full_pages_name_the_setting() -> None:
     with pytest.raises(PagingError) as info:
         detect({"data": rows(1, 2)})
     message = str(info.value)
-    assert "could not detect" in message and "extract.pagination" in message
+    assert "could not detect" in message and "paginator" in message
     assert all(style in message for style in STYLES)
     with pytest.raises(PagingError, match="says it has more records"):
         detect({"data": rows(1), "hasMore": True})

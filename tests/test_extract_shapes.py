@@ -71,8 +71,8 @@ def test_find_records_in_the_common_shapes() -> None:
 @pytest.mark.parametrize(
     ("body", "envelope", "message"),
     [
-        ({"a": [{"id": 1}], "b": [{"id": 2}]}, None, r"keys: 'a', 'b'.*extract\.envelope"),
-        ({"total": 3}, None, "set extract.envelope"),
+        ({"a": [{"id": 1}], "b": [{"id": 2}]}, None, r"keys: 'a', 'b'.*the stream's records"),
+        ({"total": 3}, None, "set the stream.s records"),
         ({"data": [{"id": 1}]}, "items", "nothing at 'items'"),
         ({"data": {"id": 1}}, "data", "a JSON object at 'data'"),
         ({"data": [1, 2]}, "data", "non-objects"),
@@ -113,11 +113,11 @@ def test_detect_fields_overrides_and_errors() -> None:
     records = [{"ref": "a", "when": "2026-01-01", "id": "z"}]
     fields = detect_fields(records, "data", {"id": "ref", "created": "when"})
     assert fields == FieldMap("data", "ref", "when", None)
-    with pytest.raises(ShapeError, match=r"extract\.updated_field is 'changed'.*fields seen"):
+    with pytest.raises(ShapeError, match=r"the stream's updated is 'changed'.*fields seen"):
         detect_fields(records, "data", {"updated": "changed"})
     with pytest.raises(ShapeError) as info:
         detect_fields([{"name": "a"}, {"name": "b"}], "data")
-    assert "id, _id, uuid" in str(info.value) and "extract.id_field" in str(info.value)
+    assert "id, _id, uuid" in str(info.value) and "the stream's id" in str(info.value)
     assert detect_fields([], "data") == FieldMap("data", "id", None, None)
     assert detect_fields([], None, {"id": "ref"}).id == "ref"
     with pytest.raises(ValueError, match="unknown field roles"):

@@ -290,3 +290,80 @@ def test_ingested_archives_past_retention_go_and_the_others_stay(
     steps = {s["name"]: s for s in orjson.loads(done.stdout)["steps"]}
     assert steps["retention"]["counts"]["removed"] == 1
     assert not old_ingested.exists() and unread.exists() and all_quarantined.exists()
+
+
+def _cli(config: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "convo_analytics.cli", "--config", str(config), *args]
+
+
+def _convo(config: Path, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    """``convo --config CONFIG ARGS...`` run to its end, as a scheduler or a person would."""
+    return subprocess.run(_cli(config, *args), env={**_env(), **env}, capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT, cwd=config.parent)  # fmt: skip
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` but the lock, with a hash of its bytes."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != "run.lock"
+    }
+
+
+def test_every_writer_stops_with_75_while_a_run_holds_the_lock_and_changes_nothing(
+    service: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, archive = service
+    config = _setup(tmp_path, url, archive)
+    assert _run(config).returncode == 0  # a warehouse and a snapshot the writers could change
+    writers = {
+        "convo extract": ["extract"],
+        "convo webhooks ingest": ["webhooks", "ingest", str(archive)],
+        "convo transform": ["transform"],
+        "convo publish": ["publish"],
+        "convo run": ["run"],
+    }
+    holder = _start(config, hold="transform")
+    try:
+        _wait_for(holder, "step transform holding")
+        before = _files(tmp_path)
+        done = {name: _convo(config, args) for name, args in writers.items()}
+        reader = _convo(config, ["export", "summary", "--from", "2026-11-01", "--to", "2026-11-17"])
+        after = _files(tmp_path)
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    for name, result in done.items():
+        assert result.returncode == LOCKED_EXIT, (name, result.stderr[-2000:])
+        line = result.stderr.strip().splitlines()[-1]
+        assert line.startswith(f"{name}: convo run (run "), line
+        assert f"pid {holder.pid} " in line and "since " in line and "Traceback" not in line
+    assert after == before, "a writer that found the lock taken changed a file"
+    assert reader.returncode == 0, reader.stderr[-2000:]  # readers never take the lock
+    assert orjson.loads(reader.stdout)["totals"]["conversations"] > 0
+
+
+def test_a_writer_waits_for_the_lock_when_asked(service: tuple[str, Path], tmp_path: Path) -> None:
+    url, archive = service
+    config = _setup(tmp_path, url, archive)
+    holder = _start(config, hold="transform")
+    try:
+        _wait_for(holder, "step transform holding")
+        brief = _convo(config, ["transform"], CONVO_RUN_LOCK_WAIT_SECONDS="0.3")
+        patient = subprocess.Popen(
+            _cli(config, "transform", "--json"),
+            env={**_env(), "CONVO_RUN_LOCK_WAIT_SECONDS": "120"},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        )  # fmt: skip
+        _wait_for(patient, "waiting up to 120 s for convo run")
+    finally:
+        holder.kill()  # the kernel drops the run's lock with it; the waiting writer goes on
+        holder.wait(timeout=30)
+    try:
+        out, err = patient.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        patient.kill()
+    assert brief.returncode == LOCKED_EXIT and "after waiting 0.3 s" in brief.stderr
+    assert patient.returncode == 0, err[-2000:]
+    assert orjson.loads(out)["conversations"] == 150

@@ -79,3 +79,38 @@ def test_unknown_routes_and_bad_queries_use_the_error_body(shared_sandbox: Runni
             c.post("/v1/webhooks", json={"url": "https://x.example/h", "events": ["nope.event"]}),
             422,
         )
+
+
+def test_a_cursor_from_another_workspace_is_a_400(shared_sandbox: RunningSandbox) -> None:
+    with shared_sandbox.client() as acme, shared_sandbox.client(GLOBEX_KEY) as globex:
+        for path in ("/v1/conversations", "/v1/leads"):
+            page = acme.get(path, params={"limit": 2, "status": "any"} if "leads" in path
+                            else {"limit": 2}).json()  # fmt: skip
+            assert page["hasMore"], path
+            cursor = page["nextCursor"]
+            r = globex.get(path, params={"cursor": cursor})
+            _assert_error_body(r, 400, "invalid_cursor")
+            assert "another workspace" in r.json()["error"]["message"]
+            assert acme.get(path, params={"cursor": cursor}).status_code == 200
+
+
+def test_a_cursor_is_good_for_every_key_of_its_workspace(shared_sandbox: RunningSandbox) -> None:
+    with shared_sandbox.client() as one, shared_sandbox.client(ACME_KEY_2) as two:
+        first = one.get("/v1/conversations", params={"limit": 3}).json()
+        second = two.get("/v1/conversations", params={"cursor": first["nextCursor"]})
+    assert second.status_code == 200
+    assert {c["workspaceId"] for c in second.json()["data"]} == {"ws_acme"}
+
+
+def test_health_answers_anyone_but_shows_workspaces_only_to_the_admin(
+    shared_sandbox: RunningSandbox,
+) -> None:
+    url = shared_sandbox.url + "/_sandbox/health"
+    for headers in ({}, {"Authorization": f"Bearer {ACME_KEY_2}"}, {"Authorization": "Bearer x"}):
+        r = httpx.get(url, headers=headers)
+        assert r.status_code == 200 and r.json() == {"status": "ok"}
+        assert "acme" not in r.text and "globex" not in r.text
+    admin = {"Authorization": f"Bearer {shared_sandbox.sandbox.admin_token}"}
+    details = httpx.get(url, headers=admin).json()
+    assert set(details["workspaces"]) == {"acme", "globex"}
+    assert details["workspaces"]["acme"] > 0 and "pendingDeliveries" in details

@@ -112,7 +112,7 @@ LOAD_STEPS = (
 
 
 class LoadClock:
-    """Time spent in Extraction._commit (in the loader thread), in each load function it
+    """Time spent in ListStreamRun._commit (in the loader thread), in each load function it
     calls, and in the run's final checkpoint (Extraction._checkpoint).
 
     Installed by wrapping module attributes in the child process only: the
@@ -131,6 +131,7 @@ class LoadClock:
         self.details = 0
 
     def install(self) -> None:
+        from convo_analytics.extract._list_stream import ListStreamRun
         from convo_analytics.extract._runner import Extraction
         from convo_analytics.warehouse import _load as load
 
@@ -138,19 +139,19 @@ class LoadClock:
             fn = getattr(load, name, None)
             if fn is not None:  # a step renamed in the loader is left out, not an error
                 setattr(load, name, self._wrap(name, fn))
-        commit = Extraction._commit
+        commit = ListStreamRun._commit
 
-        def timed_commit(ext: Any, stream: Any, batch: Any, *args: Any, **kwargs: Any) -> None:
+        def timed_commit(ext: Any, batch: Any, *args: Any, **kwargs: Any) -> None:
             started = time.perf_counter()
             try:
-                commit(ext, stream, batch, *args, **kwargs)
+                commit(ext, batch, *args, **kwargs)
             finally:
                 self.commit_seconds += time.perf_counter() - started
                 self.commits += 1
                 self.listed += batch.records
                 self.details += len(batch.details)
 
-        Extraction._commit = timed_commit  # type: ignore[method-assign]
+        ListStreamRun._commit = timed_commit  # type: ignore[method-assign]
         checkpoint = Extraction._checkpoint
 
         def timed_checkpoint(ext: Any) -> None:

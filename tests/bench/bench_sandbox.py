@@ -241,7 +241,12 @@ def _cli_start_once(conversations: int) -> dict[str, Any]:
                 else:
                     raise TimeoutError("GET /_sandbox/health never answered 200")
             healthy = time.perf_counter() - child.started
-            served_convs = sum(r.json()["workspaces"].values())
+            admin = orjson.loads(key_file.read_bytes())["adminToken"]
+            with local_client(match.group(0), timeout=30) as client:
+                details = client.get(
+                    "/_sandbox/health", headers={"Authorization": f"Bearer {admin}"}
+                ).json()  # the workspace counts are behind the admin token
+            served_convs = sum(details["workspaces"].values())
             key_mode = oct(key_file.stat().st_mode & 0o777) if key_file.exists() else "missing"
             with timed() as stopping:
                 code = child.stop(signal.SIGINT, timeout=15)

@@ -32,11 +32,14 @@ def show(
     Sources, highest precedence first: flag, env, file, default.  Secrets are
     shown as *** when set and as (unset) / null otherwise.
     """
+    from convo_analytics.cli._extract_cmd import source_description
+
     settings = settings_from_context(ctx)
     shown = settings.display()
+    endpoints = source_description(settings)
     config_file = None if settings.config_path is None else str(settings.config_path)
     if as_json:
-        payload = {"config_file": config_file, "settings": shown}
+        payload = {"config_file": config_file, "settings": shown, "extract_source": endpoints}
         sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     console = Console(highlight=False)
@@ -61,6 +64,9 @@ def show(
         source_cell = Text(source if origin == source else f"{source}: {origin}")
         table.add_row(Text(name), cell, source_cell, Text(str(row["env"])))
     console.print(table)
+    if endpoints:
+        console.print("[extract.streams] and [extract.fields] as configured:", markup=False)
+        console.print(orjson.dumps(endpoints, option=orjson.OPT_INDENT_2).decode(), markup=False)
 
 
 @config_app.command("path")

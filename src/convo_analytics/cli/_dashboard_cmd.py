@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.cli._errors import BehindTlsProxy, require_loopback
+from convo_analytics.cli._errors import BehindTlsProxy, report_error, require_loopback
+from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.errors import UserError
 
 __all__ = ["dashboard", "publish"]
@@ -30,22 +31,32 @@ def publish(
         int | None, typer.Option("--keep", min=1, help="Snapshots kept (default: publish.keep).")
     ] = None,
 ) -> None:
-    """Publish a consistent snapshot of the warehouse for the dashboard and other readers."""
+    """Publish a consistent snapshot of the warehouse for the dashboard and other readers.
+
+    Exit status 0 when published; 1 when the copy could not be written (not
+    enough space, a write error: nothing is left behind and the published
+    snapshot stays); 75 when another writer holds the warehouse; 2 for usage
+    errors (no warehouse).
+    """
     settings = settings_from_context(
         ctx, {"warehouse.path": db, "publish.dir": published_dir, "publish.keep": keep}
     )
     db_path = settings.require_path("warehouse.path")
     if not db_path.exists():
         raise UserError(f"warehouse {db_path} does not exist yet; run 'convo extract' first")
-    from convo_analytics.publish import publish_snapshot
+    from convo_analytics.publish import PublishFailed, publish_snapshot
     from convo_analytics.warehouse import open_warehouse
 
     folder = settings.require_path("publish.dir")
-    con = open_warehouse(db_path)
-    try:
-        snap = publish_snapshot(con, db_path, folder, settings.get_int("publish.keep"))
-    finally:
-        con.close()
+    with warehouse_writer(settings, "convo publish"):
+        con = open_warehouse(db_path)
+        try:
+            snap = publish_snapshot(con, db_path, folder, settings.get_int("publish.keep"))
+        except PublishFailed as exc:
+            report_error(str(exc), "convo publish")
+            raise typer.Exit(1) from None
+        finally:
+            con.close()
     Console(stderr=True, highlight=False, soft_wrap=True).print(
         f"published {snap.path} (snapshot {snap.snapshot_id})"
     )

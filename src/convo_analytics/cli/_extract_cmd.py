@@ -7,7 +7,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -34,16 +34,50 @@ def _date(flag: str, value: str | None) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _pagination(text: str) -> tuple[str, dict[str, str]]:
+    """``STYLE[:option=value,...]`` (the ``extract.pagination`` setting) split up."""
+    style, _, rest = text.partition(":")
+    options = dict(item.split("=", 1) for item in rest.split(",") if item)
+    return style, options
+
+
+def _source(settings: Settings) -> Any:
+    """The ``[extract.streams.*]`` and ``[extract.fields]`` description, validated."""
+    from pydantic import ValidationError
+
+    from convo_analytics.extract import load_source, source_errors
+
+    try:
+        return load_source(settings.tables("extract"), settings.environ)
+    except ValidationError as exc:
+        lines = source_errors(exc)
+        where = [settings.locate(line.split(":", 1)[0]) for line in lines]
+        raise UserError(
+            "\n".join(f"{w}: {line}" if w else line for w, line in zip(where, lines, strict=True))
+            + "\n(docs/configuration.md, 'The service's endpoints', describes every key)"
+        ) from None
+
+
+def source_description(settings: Settings) -> dict[str, Any]:
+    """What the file and environment configure of the service's endpoints (validated)."""
+    spec = _source(settings)
+    described: dict[str, Any] = spec.model_dump(exclude_unset=True, exclude_none=True)
+    return described
+
+
 def extract_config(settings: Settings, **flags: object) -> object:
+    """The run's ExtractConfig from the settings; every user error raised before any request."""
     from convo_analytics.contract import RateLimitPolicy
-    from convo_analytics.extract import ALL_STREAMS, ExtractConfig
-    from convo_analytics.extract._http import check_base_url
+    from convo_analytics.extract import ALL_STREAMS, ExtractConfig, SourceSpec
+    from convo_analytics.extract._secrets import check_base_url, check_header_value
 
     base_url = settings.get_str("service.base_url")
     try:
         check_base_url(base_url)
     except ValueError as exc:
-        raise UserError(f"--base-url: {exc}") from None
+        raise UserError(
+            f"service.base_url ({settings.resolved('service.base_url').origin}): {exc}"
+        ) from None
     try:
         RateLimitPolicy.parse(settings.get_str("service.rate_limit"))
     except ValueError as exc:
@@ -58,14 +92,28 @@ def extract_config(settings: Settings, **flags: object) -> object:
     if backfill_from and backfill_to and backfill_to <= backfill_from:
         raise UserError("--backfill-to must be after --backfill-from")
     db = settings.require_path("warehouse.path")
+    key = settings.require_secret("service.api_key")
+    try:
+        check_header_value(
+            key.reveal(), f"the API key ({settings.resolved('service.api_key').origin})"
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    source = _source(settings)
+    assert isinstance(source, SourceSpec)
+    style, options = _pagination(settings.get_str("extract.pagination"))
+    strict = bool(flags.get("strict")) or settings.get_bool("extract.strict")
     return ExtractConfig(
         base_url=base_url,
-        api_key=settings.require_secret("service.api_key").reveal(),
+        api_key=key.reveal(),
         db_path=db,
         rate_limit=settings.get_str("service.rate_limit"),
         streams=streams,
+        streams_named=settings.source("extract.streams").value != "default",
+        source=source,
         page_size=settings.get_int("extract.page_size"),
-        pagination=settings.get_str("extract.pagination"),
+        pagination=style,
+        pagination_options=options,
         envelope=settings.get_str("extract.envelope") or None,
         id_field=settings.get_str("extract.id_field") or None,
         created_field=settings.get_str("extract.created_field") or None,
@@ -77,6 +125,14 @@ def extract_config(settings: Settings, **flags: object) -> object:
         max_attempts=settings.get_int("extract.max_attempts"),
         connect_timeout=settings.get_float("service.connect_timeout_seconds"),
         read_timeout=settings.get_float("service.timeout_seconds"),
+        reach_budget_seconds=settings.get_float("service.reach_budget_seconds"),
+        allowed_origins=settings.get_list("extract.allowed_origins"),
+        strict=strict,
+        flags_win=frozenset(
+            name.split(".")[1]
+            for name in ("extract.page_size", "extract.pagination")
+            if settings.source(name).value == "flag"
+        ),
         full_refresh=bool(flags.get("full_refresh")),
         backfill_from=backfill_from,
         backfill_to=backfill_to,
@@ -118,15 +174,41 @@ def extract(
     ] = None,
     page_size: Annotated[int | None, typer.Option("--page-size", help="Records per page.")] = None,
     pagination: Annotated[
-        str | None, typer.Option("--pagination", help="auto (default) or a paging style.")
+        str | None,
+        typer.Option("--pagination", help="auto (default), or STYLE[:option=value,...]."),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Fail a stream (exit 1) on any warning.")
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Load nothing: probe how the service pages, names fields and filters, in a "
+            "few requests per endpoint, and report.",
+        ),
+    ] = False,
+    write_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--write-config",
+            metavar="FILE",
+            help="With --check: write the findings as convo.toml tables to FILE.",
+        ),
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Page the service's conversations (with details), leads and summary into the warehouse.
 
     Incremental: each stream resumes from its bookmark, and details are fetched
-    only for new or changed conversations. Exit status 0 when every stream
-    succeeded, 1 when one failed (the others still load), 2 for usage errors.
+    only for new or changed conversations. A stream whose records may be
+    incomplete is reported partial; warnings name the setting that fixes them.
+    Exit status 0 when every stream succeeded, 1 when one failed or is partial
+    (the others still load), 2 for usage errors.
+
+    With --check, nothing is loaded: the service is probed and described, and
+    --write-config writes what was found as the [extract.streams.*] and
+    [extract.fields] tables a run reads.
     """
     settings = settings_from_context(
         ctx,
@@ -140,30 +222,89 @@ def extract(
             "extract.pagination": pagination,
         },
     )
+    if write_config is not None and not check:
+        raise UserError("--write-config goes with --check (it writes what the check found)")
     config = extract_config(
-        settings, full_refresh=full_refresh, backfill_from=backfill_from, backfill_to=backfill_to
+        settings,
+        full_refresh=full_refresh,
+        backfill_from=backfill_from,
+        backfill_to=backfill_to,
+        strict=strict,
     )
     from convo_analytics.extract import BarProgress, ExtractConfig, LogProgress, run_extract
 
     assert isinstance(config, ExtractConfig)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if check:
+        _check(config, write_config, as_json, err)
+        return
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request is noise
-    if err.is_terminal and not as_json:
-        with BarProgress(err) as bars:
-            result = asyncio.run(run_extract(config, bars))
-    else:
-        result = asyncio.run(run_extract(config, LogProgress()))
+    from convo_analytics.cli._lock import warehouse_writer
+
+    with warehouse_writer(settings, "convo extract"):
+        if err.is_terminal and not as_json:
+            with BarProgress(err) as bars:
+                result = asyncio.run(run_extract(config, bars))
+        else:
+            result = asyncio.run(run_extract(config, LogProgress()))
     if as_json:
         sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
     else:
-        status = "ok" if result.ok else "FAILED"
+        status = {"ok": "ok", "partial": "PARTIAL"}.get(result.status, "FAILED")
+        reasons = {s.error for s in result.streams.values() if s.error and s.status != "ok"}
+        why = f" ({reasons.pop()})" if len(reasons) == 1 else ""
         err.print(
-            f"extract {result.run_id}: {status} in {result.seconds:.1f} s -> {config.db_path}"
+            f"extract {result.run_id}: {status}{why} in {result.seconds:.1f} s -> {config.db_path}",
+            markup=False,
         )
     if not result.ok:
         raise typer.Exit(1)
+
+
+def _check(config: Any, write_config: Path | None, as_json: bool, err: Console) -> None:
+    """``--check``: probe the service, report, and write the findings when asked."""
+    from convo_analytics.extract._check import run_check
+
+    report = asyncio.run(run_check(config))
+    done = None
+    if write_config is not None:
+        from convo_analytics.extract._write_config import write_config as write
+
+        done = write(report, write_config)
+    if as_json:
+        body = report.to_json()
+        body["wroteConfig"] = str(write_config) if done else None
+        sys.stdout.write(orjson.dumps(body).decode() + "\n")
+    else:
+        out = Console(highlight=False, soft_wrap=True)
+        for line in _check_lines(report):
+            out.print(line, markup=False)
+        if done:
+            err.print(f"{done}; run: convo --config {write_config} extract", markup=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _check_lines(report: Any) -> list[str]:
+    """The check's report as text: per stream its findings, then what needs a decision."""
+    lines = [f"service: {report.base_url}"]
+    for name, stream in report.streams.items():
+        lines.append("")
+        lines.append(f"{name}: {stream.status} ({stream.requests} requests) GET {stream.path}")
+        if stream.error:
+            lines.append(f"  error: {stream.error}")
+        for key, value in stream.spec.items():
+            lines.append(f"  {key:<12} {orjson.dumps(value).decode()}")
+        lines += [f"  - {note}" for note in stream.notes]
+        if stream.fields:
+            lines.append("  typed columns (share of sampled records with a value):")
+            for key, found in stream.fields.items():
+                where = found.path if found.path else "(not found)"
+                lines.append(f"    {key:<40} {found.share:>4.0%}  {where} [{found.origin}]")
+        lines += [f"  TODO: {todo}" for todo in stream.todo]
+    return lines

@@ -33,10 +33,13 @@ def run(
 
     Exit status 0 when every step succeeded, 1 when one failed (the run stops
     there, the published data stays as it was, and the alert goes out), 75 when
-    another run holds the lock, 2 for usage or configuration errors.
+    another writer holds the warehouse writers' lock (after run.lock_wait_seconds),
+    2 for usage or configuration errors.
     """
+    from convo_analytics._run_ids import new_run_id
     from convo_analytics.cli._app import settings_from_context
-    from convo_analytics.pipeline import LOCKED_EXIT, RunLocked, run_pipeline
+    from convo_analytics.cli._lock import warehouse_writer
+    from convo_analytics.pipeline import run_pipeline
 
     if config is not None:
         state = ctx.find_object(CliState)
@@ -55,12 +58,8 @@ def run(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )  # fmt: skip
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    lock = settings.require_path("run.lock_file")
-    try:
+    with warehouse_writer(settings, "convo run", new_run_id()) as lock:
         result = run_pipeline(steps, settings, lock)
-    except RunLocked as exc:
-        sys.stderr.write(f"convo run: {exc}\n")
-        raise typer.Exit(LOCKED_EXIT) from None
     if as_json:
         sys.stdout.write(orjson.dumps(result.as_json()).decode() + "\n")
     else:

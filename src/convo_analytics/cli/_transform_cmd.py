@@ -15,6 +15,7 @@ from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._errors import BehindTlsProxy, require_loopback
+from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
@@ -91,7 +92,8 @@ def transform(
     """Rebuild the marts (facts, daily metrics, incidents) from the warehouse, in one transaction.
 
     Exit status 0 when done (1 with --fail-on-mismatch and differences from
-    the service's summary), 2 for usage errors.
+    the service's summary), 75 when another writer holds the warehouse, 2 for
+    usage errors.
     """
     settings = settings_from_context(
         ctx,
@@ -118,11 +120,12 @@ def transform(
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    con = _warehouse(settings, read_only=False)
-    try:
-        result = run_transform(con, config)
-    finally:
-        con.close()
+    with warehouse_writer(settings, "convo transform"):
+        con = _warehouse(settings, read_only=False)
+        try:
+            result = run_transform(con, config)
+        finally:
+            con.close()
     if as_json:
         sys.stdout.write(orjson.dumps(result.as_json()).decode() + "\n")
     else:
@@ -131,7 +134,11 @@ def transform(
             f"transform {result.transform_run_id}: {result.conversations} conversations, "
             f"{result.messages} messages, {result.incidents} incidents -> "
             f"{sum(result.mart_rows.values())} mart rows in {result.duration_seconds:.1f} s; "
-            f"{len(result.mismatches)} reconciliation differences"
+            + (
+                "no service summary to compare with"
+                if result.reconciled_days == 0
+                else f"{len(result.mismatches)} reconciliation differences"
+            )
         )
     if fail_on_mismatch and result.mismatches:
         raise typer.Exit(1)

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
+from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.cli._webhooks_serve import serve
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
@@ -119,6 +120,7 @@ def ingest_command(
     Every input line ends in exactly one of: loaded, duplicates (retries and
     replays), quarantined (with file, line and reason, in the quarantine table).
     Only what is new since the last run is read (files remembered in ingest_files).
+    Exit status 75 when another writer holds the warehouse.
     """
     settings = settings_from_context(ctx, {"warehouse.path": db})
     keys = webhook_secrets(settings, secret)
@@ -127,7 +129,8 @@ def ingest_command(
     from convo_analytics.webhooks import ingest
 
     options = ingest_options(settings, full=full)
-    result = ingest(files, keys, db_path, options, secret_hint=secret_origin(settings, secret))
+    with warehouse_writer(settings, "convo webhooks ingest"):
+        result = ingest(files, keys, db_path, options, secret_hint=secret_origin(settings, secret))
     if as_json:
         sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
         print_alarm(result)

@@ -14,6 +14,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from convo_analytics.config._registry import REGISTRY
 from convo_analytics.config._schema import (
@@ -29,10 +30,15 @@ from convo_analytics.config._schema import (
 )
 from convo_analytics.config._settings import Resolved, Settings, how_to_set_secret
 
-__all__ = ["DEFAULT_CONFIG_NAME", "ConfigLocation", "find_config_file", "load_settings"]
+__all__ = ["DEFAULT_CONFIG_NAME", "TABLES", "ConfigLocation", "find_config_file", "load_settings"]
 
 DEFAULT_CONFIG_NAME = "convo.toml"
 _FIX_FILE = "convo.example.toml documents every setting"
+#: Keys of a section that hold nested tables, not one setting's value: they are kept for
+#: the typed models that read them (``extract.streams`` and ``extract.fields`` describe
+#: the service's endpoints, see convo_analytics.extract._source). ``extract.streams``
+#: written as a list is still the setting that selects the streams.
+TABLES: dict[str, tuple[str, ...]] = {"extract": ("streams", "fields")}
 
 
 @dataclass(frozen=True)
@@ -99,8 +105,13 @@ def load_settings(
     """
     env = os.environ if environ is None else environ
     location = find_config_file(config_path, env, cwd=cwd)
+    tables: dict[str, dict[str, Any]] = {}
+    text = ""
+    if location is not None:
+        text = _read_config_text(location.path)
+        file_layer = _file_layer(location.path, text, registry, tables)
     layers: list[dict[str, Resolved]] = [
-        _file_layer(location.path, registry) if location is not None else {},
+        file_layer if location is not None else {},
         _env_layer(env, registry),
         _flag_layer(overrides, registry),
     ]
@@ -117,14 +128,18 @@ def load_settings(
         config_path=None if location is None else location.path,
         config_reason="" if location is None else location.reason,
         registry=registry,
+        tables=tables,
+        environ={k: v for k, v in env.items() if k.startswith("CONVO_")},
+        locate=lambda dotted: _locate(location.path, text, dotted) if location else "",
     )
 
 
 # -- config file ------------------------------------------------------------------
 
 
-def _file_layer(path: Path, registry: Registry) -> dict[str, Resolved]:
-    text = _read_config_text(path)
+def _file_layer(
+    path: Path, text: str, registry: Registry, tables: dict[str, dict[str, Any]]
+) -> dict[str, Resolved]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -147,8 +162,22 @@ def _file_layer(path: Path, registry: Registry) -> dict[str, Resolved]:
                 f"{where}: '{section}' must be a table like [{section}], not a single value"
             )
         for key, raw in table.items():
+            if key in TABLES.get(section, ()) and isinstance(raw, dict):
+                tables.setdefault(section, {})[key] = raw
+                continue
             out.update(_file_value(path, text, section, key, raw, base_dir, registry))
     return out
+
+
+def _locate(path: Path, text: str, dotted: str) -> str:
+    """``path:line`` of the deepest part of a dotted name written in the file, else ``path``."""
+    parts = dotted.split(".")
+    while len(parts) > 1:
+        where = _where(path, text, ".".join(parts[:-1]), parts[-1])
+        if where != str(path):
+            return where
+        parts.pop()
+    return str(path)
 
 
 def _file_value(
@@ -164,6 +193,7 @@ def _file_value(
     where = _where(path, text, section, key)
     if name not in registry:
         known = [s.key for s in registry.in_section(section) if not s.is_secret]
+        known += TABLES.get(section, ())
         hint = difflib.get_close_matches(key, known, n=1)
         suggestion = f"did you mean '{hint[0]}'? " if hint else ""
         raise ConfigError(
@@ -180,7 +210,8 @@ def _file_value(
         value = coerce_toml(setting, raw, base_dir)
     except InvalidValue as exc:
         raise ConfigError(
-            f"{where}: [{section}] {key} must be {exc}, got {_show(raw)}; fix the value"
+            f"{where}: [{section}] {key} must be {exc}, got {_show(raw, 'URL' in str(exc))}; "
+            "fix the value"
         ) from None
     return {name: Resolved(value, Source.FILE, where)}
 
@@ -248,8 +279,11 @@ def _quote(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z0-9_\-]+", name) else repr(name)
 
 
-def _show(raw: object) -> str:
-    """Describe a (non-secret) offending value for an error message."""
+def _show(raw: object, url: bool = False) -> str:
+    """Describe a (non-secret) offending value for an error message; a URL without its
+    scheme says so."""
+    if url and isinstance(raw, str) and "://" not in raw:
+        return f"{raw!r}, which has no scheme (write https://{raw}, or http:// for loopback)"
     kind = {
         bool: "boolean",
         int: "integer",
@@ -283,7 +317,8 @@ def _env_layer(environ: Mapping[str, str], registry: Registry) -> dict[str, Reso
         try:
             value = coerce_text(setting, text)
         except InvalidValue as exc:
-            got = "" if setting.is_secret else f", got {_show(text.strip())}"
+            shown = _show(text.strip(), "URL" in str(exc))
+            got = "" if setting.is_secret else f", got {shown}"
             raise ConfigError(
                 f"environment variable {var} must be {exc}{got}; fix or unset {var}"
             ) from None
@@ -303,8 +338,9 @@ def _flag_layer(overrides: Mapping[str, object], registry: Registry) -> dict[str
         try:
             value = coerce_python(setting, raw)
         except InvalidValue as exc:
+            shown = _show(raw, "URL" in str(exc))
             raise ConfigError(
-                f"command-line value for {name} must be {exc}, got {_show(raw)}; fix the flag"
+                f"command-line value for {name} must be {exc}, got {shown}; fix the flag"
             ) from None
         out[name] = Resolved(value, Source.FLAG, "command-line flag")
     return out

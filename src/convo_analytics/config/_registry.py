@@ -27,7 +27,10 @@ SETTINGS: tuple[Setting, ...] = (
         "service.base_url",
         Kind.STR,
         "http://127.0.0.1:8787",
-        help="Base URL of the Conversational Assistant Service API.",
+        help=(
+            "Base URL of the Conversational Assistant Service API (https://; plain http only "
+            "to loopback)."
+        ),
         env_aliases=("CONVO_BASE_URL",),
         pattern=r"https?://\S+",
         pattern_help="an http:// or https:// URL",
@@ -170,7 +173,11 @@ SETTINGS: tuple[Setting, ...] = (
         "extract.streams",
         Kind.LIST,
         ("conversations", "leads", "summary"),
-        help="Streams to extract, in order: conversations, leads, summary.",
+        help=(
+            "Streams to extract, in order: conversations, leads, summary. (Written as tables, "
+            "[extract.streams.NAME] describes a stream's endpoint instead; see "
+            "docs/configuration.md, 'The service's endpoints'.)"
+        ),
         pattern=r"conversations|leads|summary",
         pattern_help="conversations, leads or summary",
     ),
@@ -187,11 +194,14 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.STR,
         "auto",
         help=(
-            "Paging style: auto (detected from the first answer), cursor, next_url, "
-            "link_header, page_number, offset or single."
+            "Paging style of every list stream: auto (detected from the first answer), cursor, "
+            "next_url, link_header, page_number, offset or single, optionally with options "
+            "(STYLE:option=value,...; e.g. offset:offset_param=_start,end_param=_end). A "
+            "stream's own paginator table wins."
         ),
-        pattern=r"auto|cursor|next_url|link_header|page_number|offset|single",
-        pattern_help="auto, cursor, next_url, link_header, page_number, offset or single",
+        pattern=r"(auto|cursor|next_url|link_header|page_number|offset|single)"
+        r"(:[a-z_]+=[^,=\s]*(,[a-z_]+=[^,=\s]*)*)?",
+        pattern_help="a style, optionally STYLE:option=value,... (e.g. page_number:page_param=p)",
     ),
     Setting(
         "extract.envelope",
@@ -253,6 +263,28 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=100,
     ),
     Setting(
+        "extract.allowed_origins",
+        Kind.LIST,
+        (),
+        help=(
+            "Origins besides the base URL's (scheme://host[:port]) that next-page links and "
+            "detail URLs may point at; the API key is sent to them too. Any other origin fails "
+            "its stream with nothing sent."
+        ),
+        pattern=r"https?://[^/\s?#@]+/?",
+        pattern_help="scheme://host[:port] origins",
+    ),
+    Setting(
+        "extract.strict",
+        Kind.BOOL,
+        False,
+        help=(
+            "Fail a stream (exit 1) on any warning: a default parameter dropped, a page size "
+            "ignored, an incremental parameter ignored, details without transcripts, typed "
+            "columns left NULL."
+        ),
+    ),
+    Setting(
         "extract.summary_days",
         Kind.INT,
         30,
@@ -286,6 +318,17 @@ SETTINGS: tuple[Setting, ...] = (
         10.0,
         help="Timeout in seconds for connecting to the service.",
         minimum=0.1,
+    ),
+    Setting(
+        "service.reach_budget_seconds",
+        Kind.FLOAT,
+        15.0,
+        help=(
+            "How long a run keeps retrying refused connections, DNS and TLS failures before "
+            "the service has answered at all; then it fails with one line. Once the service "
+            "has answered, retries follow extract.max_attempts."
+        ),
+        minimum=0.0,
     ),
     # -- sandbox: the local fake of the service, for development and tests ------
     Setting(
@@ -555,7 +598,21 @@ SETTINGS: tuple[Setting, ...] = (
         "run.lock_file",
         Kind.PATH,
         "data/convo-run.lock",
-        help="Lock file that keeps two runs from overlapping.",
+        help=(
+            "The warehouse writers' lock: every command that writes the warehouse (extract, "
+            "webhooks ingest, transform, publish, run) holds it, so writers never overlap."
+        ),
+    ),
+    Setting(
+        "run.lock_wait_seconds",
+        Kind.FLOAT,
+        0.0,
+        help=(
+            "Seconds a writing command waits for another writer to release the lock before "
+            "it exits 75 (0: exit at once)."
+        ),
+        minimum=0.0,
+        maximum=86400.0,
     ),
     Setting(
         "run.ingest_paths",

@@ -145,6 +145,8 @@ class Setting:
 
     def expectation(self) -> str:
         """Describe an acceptable value, for error messages."""
+        if self.kind is Kind.STR and self.pattern_help is not None:
+            return self.pattern_help
         text = {
             Kind.STR: "a string",
             Kind.INT: "an integer",

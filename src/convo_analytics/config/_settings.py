@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,9 @@ class Settings:
         config_path: Path | None,
         config_reason: str = "",
         registry: Registry = REGISTRY,
+        tables: Mapping[str, Mapping[str, Any]] | None = None,
+        environ: Mapping[str, str] | None = None,
+        locate: Callable[[str], str] | None = None,
     ) -> None:
         missing = [s.name for s in registry.settings if s.name not in values]
         if missing:
@@ -69,6 +72,19 @@ class Settings:
         self._values = dict(values)
         self.config_path = config_path
         self.config_reason = config_reason
+        self._tables = {k: dict(v) for k, v in (tables or {}).items()}
+        #: The CONVO_* variables the settings were read with (typed models read theirs).
+        self.environ: Mapping[str, str] = dict(environ or {})
+        self._locate = locate
+
+    def tables(self, section: str) -> dict[str, Any]:
+        """The nested tables of ``section`` in the config file (e.g. ``extract.streams``)."""
+        return dict(self._tables.get(section, {}))
+
+    def locate(self, dotted: str) -> str:
+        """Where the config file writes ``dotted`` (``convo.toml:12``), for error messages."""
+        where = self._locate(dotted) if self._locate else ""
+        return where or (str(self.config_path) if self.config_path else "")
 
     # -- generic access -----------------------------------------------------
     def get(self, name: str) -> object:

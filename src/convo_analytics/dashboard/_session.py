@@ -3,7 +3,10 @@
 Queries are cached per published snapshot: the cache key includes the
 snapshot's id, so when a run publishes a new snapshot the next rerun of any
 page reads the new one and the old entries age out; a reader never blocks a
-run because it only ever opens published copies, read-only.
+run because it only ever opens published copies, read-only. The snapshot is
+found and checked by the one reader every reader uses
+(``publish.current_snapshot``); when it cannot be used, every page shows the
+same message instead of its content.
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ import streamlit as st
 
 from convo_analytics.dashboard import _queries as queries
 from convo_analytics.dashboard._queries import Filters
-from convo_analytics.publish import Snapshot, current_snapshot
+from convo_analytics.publish import (
+    UNREADABLE,
+    Snapshot,
+    SnapshotUnreadable,
+    connect_snapshot,
+    current_snapshot,
+)
 
 T = TypeVar("T")
 #: Where published snapshots are looked for: this variable, else data/published.
@@ -35,13 +44,23 @@ def published_dir() -> Path:
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _database(path: str) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(path, read_only=True)
-    con.execute("SET TimeZone = 'UTC'")
-    return con
+    return connect_snapshot(Path(path))
+
+
+def _read() -> tuple[Snapshot | None, str | None]:
+    """The snapshot to show (None: nothing published), or why none can be shown."""
+    try:
+        snap = current_snapshot(published_dir())
+        if snap is not None:
+            _database(str(snap.path))  # DuckDB opens it (once, cached), or says why not
+    except SnapshotUnreadable as exc:
+        return None, exc.reason
+    return snap, None
 
 
 def snapshot() -> Snapshot | None:
-    return current_snapshot(published_dir())
+    """The snapshot to show, or None when there is none that can be shown (pages say why)."""
+    return _read()[0]
 
 
 def connection(snap: Snapshot) -> duckdb.DuckDBPyConnection:
@@ -70,8 +89,17 @@ def query(snap: Snapshot, name: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def published_snapshot() -> Snapshot:
-    """The current snapshot; when there is none, explain what to run and stop the page."""
-    snap = snapshot()
+    """The current snapshot; when there is none, explain what to run and stop the page.
+
+    A snapshot that cannot be read is one error on the page (the reason as
+    plain text below it, never rendered as markdown); the previous good
+    snapshot, used when the newest is damaged, comes with a warning.
+    """
+    snap, problem = _read()
+    if problem is not None:
+        st.error(UNREADABLE[0].upper() + UNREADABLE[1:] + ".")
+        st.text(f"Why: {problem}")
+        st.stop()
     if snap is None:
         st.info(
             "Nothing has been published yet. Run `make demo`, or `convo extract`, "
@@ -79,6 +107,12 @@ def published_snapshot() -> Snapshot:
         )
         st.stop()
     assert snap is not None
+    if snap.passed_over:
+        st.warning(
+            f"The newest published snapshot is damaged, so this page shows the previous one "
+            f"(published {snap.published_at}). Run `convo publish` to publish a good one."
+        )
+        st.text(f"Why: {snap.passed_over}")
     return snap
 
 
@@ -104,7 +138,8 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
     first_day, last_day = span
     default_first = max(first_day, last_day - timedelta(days=29))
     with st.sidebar:
-        st.caption(f"Snapshot published {snap.published_at}")
+        older = " (the previous one: the newest is damaged)" if snap.passed_over else ""
+        st.caption(f"Snapshot published {snap.published_at}{older}")
         picked = st.date_input(
             "Date range",
             value=(default_first, last_day),

@@ -7,8 +7,10 @@ Public surface: :class:`ExtractConfig`, :func:`run_extract` and its
 from convo_analytics.extract._http import ExtractError
 from convo_analytics.extract._paging import PagingError
 from convo_analytics.extract._progress import BarProgress, LogProgress, NoProgress
-from convo_analytics.extract._runner import ExtractResult, StreamResult, run_extract
+from convo_analytics.extract._results import ExtractResult, StreamResult
+from convo_analytics.extract._runner import run_extract
 from convo_analytics.extract._shapes import ShapeError
+from convo_analytics.extract._source import SourceSpec, load_source, source_errors
 from convo_analytics.extract._streams import ALL_STREAMS, ExtractConfig
 
 __all__ = [
@@ -21,6 +23,9 @@ __all__ = [
     "NoProgress",
     "PagingError",
     "ShapeError",
+    "SourceSpec",
     "StreamResult",
+    "load_source",
     "run_extract",
+    "source_errors",
 ]

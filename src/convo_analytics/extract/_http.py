@@ -1,13 +1,19 @@
-"""The one HTTP client of an extraction: auth, TLS rule, pacing, retries, counting.
+"""The one HTTP client of an extraction: auth, TLS rule, origins, pacing, retries, counting.
 
 Every request of a run goes through :meth:`ServiceClient.get`, so the rate
 limiter sees all of them and the run's counts (requests, retries, 429s) are
-complete. Errors name the endpoint and never the API key.
+complete. The API key goes only to the base URL's origin (and the origins the
+user lists); a next link or detail URL elsewhere fails its stream with
+nothing sent. Before the service has ever answered, a run-wide budget bounds
+how long connection failures are retried, so an unreachable service fails the
+run in seconds. Errors name the endpoint and never the API key.
 """
 
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,10 +24,22 @@ import orjson
 from convo_analytics._net import is_loopback_host
 from convo_analytics.extract._limiter import AdaptiveLimiter
 from convo_analytics.extract._retry import RETRY_STATUSES, RetryPolicy, parse_retry_after
+from convo_analytics.extract._secrets import check_base_url, origin_of, shown_url
+
+__all__ = ["ExtractError", "OriginRefused", "RequestStats", "ServiceClient", "Unreachable"]
+__all__ += ["check_base_url", "is_loopback"]
 
 
 class ExtractError(Exception):
     """An extraction failed in a way a re-run may fix (the service, the network)."""
+
+
+class Unreachable(ExtractError):
+    """Nothing answered at the base URL within the run's budget: every stream fails."""
+
+
+class OriginRefused(ExtractError):
+    """A next link or detail URL pointed at an origin the key does not belong to."""
 
 
 @dataclass(slots=True)
@@ -40,17 +58,23 @@ def is_loopback(url: str) -> bool:
     return is_loopback_host(urlsplit(url).hostname or "")
 
 
-def check_base_url(url: str) -> str:
-    """The base URL without a trailing slash; plain http only for loopback (raises ValueError)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{url!r} is not an absolute http(s) URL")
-    if parts.scheme == "http" and not is_loopback(url):
-        raise ValueError(
-            f"{url!r} uses plain http; the service requires TLS (https://), "
-            "plain http is accepted only for loopback addresses"
-        )
-    return url.rstrip("/")
+@dataclass
+class Reach:
+    """Whether the service has answered yet, and since when this run has been trying."""
+
+    budget_seconds: float
+    answered: bool = False
+    first_try: float | None = None
+
+    def exhausted(self) -> bool:
+        if self.answered or self.first_try is None:
+            return False
+        return time.monotonic() - self.first_try >= self.budget_seconds
+
+    def left(self) -> float:
+        if self.answered or self.first_try is None:
+            return float("inf")
+        return max(0.0, self.budget_seconds - (time.monotonic() - self.first_try))
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -82,8 +106,12 @@ class ServiceClient:
         max_connections: int = 32,
         transport: httpx.AsyncBaseTransport | None = None,
         seed: int | None = None,
+        allowed_origins: Iterable[str] = (),
+        reach_budget_seconds: float = 15.0,
     ) -> None:
         self.base_url = check_base_url(base_url)
+        self.origins = {origin_of(self.base_url), *(origin_of(o) for o in allowed_origins)}
+        self.reach = Reach(reach_budget_seconds)
         self.limiter = limiter
         self.retry = retry or RetryPolicy()
         self._rng = random.Random(seed)
@@ -113,23 +141,30 @@ class ServiceClient:
         stats: RequestStats,
         endpoint: str,
         *,
-        missing_ok: bool = False,
+        missing: tuple[int, ...] = (),
     ) -> tuple[httpx.Response, Any]:
         """GET and parse JSON, retrying what is worth retrying; raises ExtractError.
 
-        With ``missing_ok`` a 404 answers ``(response, None)`` instead of failing.
+        A status in ``missing`` (404: a record gone; 404, 405, 501: no such endpoint)
+        answers ``(response, None)`` instead of failing.
         """
+        self._check_target(url)
         last_problem = "no attempt made"
         for attempt in range(1, self.retry.max_attempts + 1):
             await self.limiter.acquire()
             stats.requests += 1
             retry_after: float | None = None
+            if self.reach.first_try is None:
+                self.reach.first_try = time.monotonic()
             try:
                 response = await self._client.get(url, params=params)
             except httpx.TransportError as exc:
                 stats.transport_errors += 1
                 last_problem = f"{type(exc).__name__}: {exc}".rstrip(": ")
+                if self.reach.exhausted():
+                    raise self._unreachable(last_problem, attempt) from None
             else:
+                self.reach.answered = True
                 status = response.status_code
                 stats.statuses[status] = stats.statuses.get(status, 0) + 1
                 if 200 <= status < 300:
@@ -140,7 +175,7 @@ class ServiceClient:
                     else:
                         self.limiter.on_success()
                         return response, data
-                elif status == 404 and missing_ok:
+                elif status in missing:
                     self.limiter.on_success()
                     return response, None
                 elif status in RETRY_STATUSES:
@@ -159,7 +194,31 @@ class ServiceClient:
             if attempt == self.retry.max_attempts:
                 break
             stats.retries += 1
-            await self.limiter.wait(self.retry.wait(attempt, retry_after, self._rng))
+            wait = min(self.retry.wait(attempt, retry_after, self._rng), self.reach.left())
+            await self.limiter.wait(wait)
+        if not self.reach.answered:
+            raise self._unreachable(last_problem, self.retry.max_attempts)
         raise ExtractError(
             f"GET {endpoint} failed after {self.retry.max_attempts} attempts; last: {last_problem}"
+        )
+
+    def _check_target(self, url: str) -> None:
+        """Refuse, before sending anything, a URL off the key's origins or plain http afar."""
+        if not url.startswith(("http://", "https://")):
+            return  # a path: the base URL's origin
+        origin = origin_of(url)
+        if origin not in self.origins:
+            raise OriginRefused(
+                f"the service sent a link to another origin ({origin}); nothing was sent there "
+                "(the API key belongs to the base URL's origin); if that origin belongs to "
+                "the service, add it to extract.allowed_origins"
+            )
+        if url.startswith("http://") and not is_loopback(url):
+            raise OriginRefused(f"{shown_url(url)!r} is plain http; the service requires TLS")
+
+    def _unreachable(self, problem: str, attempts: int) -> Unreachable:
+        waited = time.monotonic() - (self.reach.first_try or time.monotonic())
+        return Unreachable(
+            f"cannot reach the service at {self.base_url} ({problem}; {attempts} attempts in "
+            f"{waited:.0f} s); check the base URL and the network"
         )

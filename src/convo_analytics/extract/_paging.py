@@ -2,7 +2,8 @@
 
 The service's interface does not show how its lists page, so the extractor
 supports the styles real services use, detects the style from the first
-response, and lets config (``extract.pagination``) choose it. As in dlt's
+response, and lets config (a stream's ``paginator``, or ``extract.pagination``
+for every stream) choose it and name its parameters. As in dlt's
 rest_client, a paginator only holds paging state; the runner sends requests:
 ``init_request`` the first, then after each response ``update_state`` and,
 while ``has_next_page``, ``update_request`` for the next. A paginator serves
@@ -28,16 +29,25 @@ __all__ += ["init_probe_request", "make_paginator"]
 
 STYLES = ("cursor", "next_url", "link_header", "page_number", "offset", "single")
 DEFAULT_MAX_PAGES = 10_000_000
-_SETTING = "extract.pagination"
+_SETTING = "the stream's paginator"
 
-#: The options of each style (strings in config); every style also takes the first two.
+#: The options of each style (strings in config); every style also takes the common ones.
 # fmt: off
 OPTIONS: dict[str, tuple[str, ...]] = {
-    "cursor": ("cursor_path", "cursor_param"), "next_url": ("next_url_path",), "link_header": (),
-    "page_number": ("page_param", "first_page"), "offset": ("offset_param",), "single": (),
+    "cursor": ("cursor_path", "cursor_param", "cursor_header"),
+    "next_url": ("next_path", "next_url_path"), "link_header": (),
+    "page_number": ("page_param", "base_page", "first_page"),
+    "offset": ("offset_param", "end_param"), "single": (),
 }
 # fmt: on
-_COMMON = ("max_pages", "limit_param")
+_COMMON = ("max_pages", "limit_param", "total_path", "total_header")
+#: Response headers that carry a total record count, in order of preference.
+TOTAL_HEADERS = ("X-Total-Count", "X-Total", "Total-Count", "X-Total-Results", "X-Result-Count")
+#: Response headers that carry a next cursor (not a URL: that is a next link).
+CURSOR_HEADERS = (
+    "X-Next-Cursor", "Next-Cursor", "X-Cursor", "X-Next-Page-Token", "Next-Page-Token",
+    "X-Continuation-Token", "X-Continuation", "X-Next-Token", "X-Next",
+)  # fmt: skip
 
 
 class PagingError(Exception):
@@ -61,6 +71,9 @@ class Paginator(Protocol):
     style: str
     has_next_page: bool
     pages: int  # responses seen
+    probing: bool  # the next page only checks whether the last one ended the list
+    total: int | None  # the largest total record count reported
+    total_source: str
 
     def init_request(self, request: PageRequest) -> None: ...
     def update_state(self, response: httpx.Response, data: Any, records: list[Any]) -> None: ...
@@ -92,6 +105,24 @@ def _link(value: Any) -> str | None:
 
 def _has_more(data: Any) -> bool | None:
     return bool_at(data, body.HAS_MORE_PATHS)
+
+
+def header_total(response: httpx.Response, name: str = "") -> tuple[str, int] | None:
+    """A total record count in a response header (``X-Total-Count``), and the header."""
+    for header in (name,) if name else TOTAL_HEADERS:
+        value = response.headers.get(header, "").strip()
+        if value.isdigit():
+            return header, int(value)
+    return None
+
+
+def header_cursor(response: httpx.Response, name: str = "") -> tuple[str, str] | None:
+    """A next cursor in a response header (``X-Next-Cursor``), and the header."""
+    for header in (name,) if name else CURSOR_HEADERS:
+        value = response.headers.get(header, "").strip()
+        if value and not value.startswith(("http://", "https://", "/", "<")):
+            return header, value
+    return None
 
 
 def _next_url(data: Any, path: str, *, strict: bool) -> str | None:
@@ -126,6 +157,14 @@ class _Base:
         self.pages = self.records = 0
         self.max_pages = _int(options.get("max_pages"), DEFAULT_MAX_PAGES, "max_pages")
         self.limit_param = options.get("limit_param", "limit")
+        #: The largest total record count the service reported (body or header), and where.
+        self.total: int | None = None
+        self.total_source = ""
+        #: How many records the first page held (to compare with the page size asked for).
+        self.first_page: int | None = None
+        #: The next request only checks whether a short page was the last: an answer that
+        #: refuses it (400, 404, 416) ends the list instead of failing it.
+        self.probing = False
 
     def _size_params(self) -> dict[str, str]:
         return {self.limit_param: str(self.page_size)} if self.limit_param else {}
@@ -133,9 +172,25 @@ class _Base:
     def init_request(self, request: PageRequest) -> None:
         request.params = {**request.params, **self._size_params()}
 
+    def _note_total(self, response: httpx.Response, data: Any, records: list[Any]) -> None:
+        found: tuple[str, int] | None = None
+        if path := self.options.get("total_path"):
+            value = value_at(data, path)
+            number = isinstance(value, int) and not isinstance(value, bool)
+            found = (path, value) if number else None
+        elif header := self.options.get("total_header"):
+            found = header_total(response, header)
+        else:
+            found = header_total(response) or _body_total(data, records, self.page_size)
+        if found is not None and (self.total is None or found[1] > self.total):
+            self.total_source, self.total = found
+
     def update_state(self, response: httpx.Response, data: Any, records: list[Any]) -> None:
         self.pages += 1
         self.records += len(records)
+        if self.first_page is None:
+            self.first_page = len(records)
+        self._note_total(response, data, records)
         empty_or_said_so = not records or _has_more(data) is False
         self.has_next_page = not empty_or_said_so and self._advance(response, data, records)
         if self.has_next_page and self.pages >= self.max_pages:
@@ -150,23 +205,29 @@ class _Base:
 
 
 class CursorPaginator(_Base):
-    """An opaque cursor in the body, sent back as a query parameter with the same filters."""
+    """An opaque cursor in the body (or a response header), sent back as a query parameter
+    with the same filters."""
 
     style = "cursor"
 
     def __init__(self, page_size: int, options: Mapping[str, str]) -> None:
         super().__init__(page_size, options)
         self.cursor_path = options.get("cursor_path", "")
+        self.cursor_header = options.get("cursor_header", "")
         self.cursor_param = options.get("cursor_param", "")
         self.cursor = ""
         self._used: set[str] = set()
+        self._last_ids: list[str] | None = None
 
     def init_request(self, request: PageRequest) -> None:
         super().init_request(request)
         if given := request.params.get(self.cursor_param or "cursor"):
             self._used.add(given)
 
-    def _find(self, data: Any) -> str | None:
+    def _find(self, response: httpx.Response, data: Any) -> str | None:
+        if self.cursor_header:
+            found = header_cursor(response, self.cursor_header)
+            return found[1] if found else None
         if self.cursor_path:
             return _cursor_at(data, self.cursor_path)
         for path, param in body.CURSOR_PATHS.items():
@@ -174,10 +235,21 @@ class CursorPaginator(_Base):
                 # Later pages look in the same place; its usual parameter takes it back.
                 self.cursor_path, self.cursor_param = path, self.cursor_param or param
                 return cursor
+        if found := header_cursor(response):
+            self.cursor_header = found[0]
+            return found[1]
         return None
 
     def _advance(self, response: httpx.Response, data: Any, records: list[Any]) -> bool:
-        cursor = self._find(data)
+        ids = _record_ids(records)
+        if ids == self._last_ids:
+            raise PagingError(
+                f"page {self.pages} holds the same records as the page before; the service "
+                f"seems to ignore the cursor parameter {self.cursor_param or 'cursor'!r} "
+                f"(set cursor_param in {_SETTING}; `convo extract --check` finds it)"
+            )
+        self._last_ids = ids
+        cursor = self._find(response, data)
         if cursor is None and _has_more(data):
             where = self.cursor_path or ", ".join(body.CURSOR_PATHS)
             raise PagingError(
@@ -209,10 +281,11 @@ class LinkPaginator(_Base):
         if self.style == "link_header":
             link = _link(response.links.get("next", {}).get("url"))
         else:
-            link = _next_url(data, self.options.get("next_url_path", ""), strict=False)
+            path = self.options.get("next_path") or self.options.get("next_url_path", "")
+            link = _next_url(data, path, strict=False)
         if link is None:
             return False
-        self.next_url = str(response.url.join(link))  # a relative link: against this page's
+        self.next_url = str(response.url.join(link.strip()))  # a relative link: against this page's
         if self.next_url in self._seen:
             raise _looped("next-page URL", self.next_url, self.pages)
         self._seen.add(self.next_url)
@@ -238,6 +311,8 @@ class _Range(_Base):
         super().__init__(page_size, options)
         self.param, self.first, self.position = param, first, first
         self._last_ids: list[str] | None = None
+        #: The size of a short first page (the service's own page size, or the whole list).
+        self.served = 0
 
     def init_request(self, request: PageRequest) -> None:
         super().init_request(request)
@@ -245,35 +320,45 @@ class _Range(_Base):
         request.params = {**request.params, self.param: str(self.position)}
 
     def _advance(self, response: httpx.Response, data: Any, records: list[Any]) -> bool:
-        ids = [str(r["id"]) if "id" in r else orjson.dumps(r).decode() for r in records]
+        ids = _record_ids(records)
         if ids == self._last_ids:
             raise PagingError(
                 f"page {self.pages} holds the same records as the page before; the service "
-                f"seems to ignore the {self.param!r} parameter (set {_SETTING} and its options)"
+                f"seems to ignore the {self.param!r} parameter (set {_SETTING} and its "
+                "options; `convo extract --check` finds them)"
             )
         self._last_ids = ids
-        return not self._done(data, records)
+        return not self._done(response, data, records)
 
-    def _done(self, data: Any, records: list[Any]) -> bool:
+    def _done(self, response: httpx.Response, data: Any, records: list[Any]) -> bool:
         """Advance; whether this page was the last."""
         raise NotImplementedError
 
     def _total_done(self, data: Any, records: list[Any], received: int) -> bool:
         """Whether ``received`` records (this page included) are the whole listing.
 
-        A body total decides, but ``count`` is the page's own count in some services: a
-        count equal to a full page, or any "total" below what was received, is no total.
+        A reported total decides (see ``_note_total``); without one, a page shorter
+        than a full one is the last. A page larger than asked for sets the size a full
+        page is judged by (the service ignores or raises our page size).
         """
         found = int_at(data, body.PAGE_SIZE_PATHS)
         size = min(self.page_size, found[1]) if found and found[1] else self.page_size
-        total = int_at(data, body.TOTAL_PATHS)
-        page_count = total is not None and total[0] == "count" and total[1] == len(records) >= size
-        if total is not None and total[1] >= received and not page_count:
-            return received >= total[1]
-        return len(records) < size
+        if self.first_page is not None and self.first_page > size:
+            size = self.first_page
+        if self.total is not None and self.total >= received:
+            return received >= self.total
+        if self.pages == 1 and 0 < len(records) < size and not found:
+            # A first page shorter than asked, with nothing saying how large a page is: the
+            # whole list, or the service's own page size. One more page tells (an empty or
+            # refused page ends the list); from then on its size judges a full page.
+            self.served, self.probing = len(records), True
+            return False
+        self.probing = False
+        return len(records) < min(size, self.served or size)
 
     def update_request(self, request: PageRequest) -> None:
-        request.params = {**request.params, **self._size_params(), self.param: str(self.position)}
+        request.params = {**request.params, self.param: str(self.position)}
+        request.params = {**request.params, **self._size_params()}
 
 
 class PageNumberPaginator(_Range):
@@ -282,10 +367,11 @@ class PageNumberPaginator(_Range):
     style = "page_number"
 
     def __init__(self, page_size: int, options: Mapping[str, str]) -> None:
-        first = _int(options.get("first_page"), 1, "first_page")
+        name = "base_page" if "base_page" in options else "first_page"
+        first = _int(options.get(name), 1, name)
         super().__init__(page_size, options, options.get("page_param") or "page", first)
 
-    def _done(self, data: Any, records: list[Any]) -> bool:
+    def _done(self, response: httpx.Response, data: Any, records: list[Any]) -> bool:
         self.position += 1
         total_pages = int_at(data, body.TOTAL_PAGES_PATHS)
         if total_pages is not None:
@@ -294,14 +380,25 @@ class PageNumberPaginator(_Range):
 
 
 class OffsetPaginator(_Range):
-    """A record offset, advanced by the records received, and a limit."""
+    """A record offset, advanced by the records received, and a limit; or an offset and an
+    end index (``end_param``, exclusive: json-server's ``_start`` and ``_end``)."""
 
     style = "offset"
 
     def __init__(self, page_size: int, options: Mapping[str, str]) -> None:
         super().__init__(page_size, options, options.get("offset_param") or "offset", 0)
+        self.end_param = options.get("end_param", "")
 
-    def _done(self, data: Any, records: list[Any]) -> bool:
+    def _size_params(self) -> dict[str, str]:
+        if self.end_param:
+            return {self.end_param: str(self.position + self.page_size)}
+        return super()._size_params()
+
+    def init_request(self, request: PageRequest) -> None:
+        super().init_request(request)
+        request.params = {**request.params, **self._size_params()}  # the end follows the start
+
+    def _done(self, response: httpx.Response, data: Any, records: list[Any]) -> bool:
         self.position += len(records)
         return self._total_done(data, records, self.position)
 
@@ -318,12 +415,28 @@ class SinglePaginator(_Base):
         return False
 
 
+def _record_ids(records: list[Any]) -> list[str]:
+    """What identifies a page's records: their ids, else their text (a page repeated)."""
+    return [str(r["id"]) if "id" in r else orjson.dumps(r).decode() for r in records]
+
+
+def _body_total(data: Any, records: list[Any], page_size: int) -> tuple[str, int] | None:
+    """A total in the body; ``count`` is the page's own count in some services: a count
+    equal to a full page, or below the page's records, is no total."""
+    total = int_at(data, body.TOTAL_PATHS)
+    if total is None or total[1] < len(records):
+        return None
+    if total[0] == "count" and total[1] == len(records) >= page_size:
+        return None
+    return total
+
+
 def make_paginator(
     style: str, *, page_size: int, options: Mapping[str, str] | None = None
 ) -> Paginator:
     """The paginator of a configured style; unknown styles and options are errors."""
     if style not in _CLASSES:
-        raise PagingError(f"{_SETTING} is {style!r}; use one of {', '.join(STYLES)}")
+        raise PagingError(f"paginator type {style!r} is unknown; use one of {', '.join(STYLES)}")
     if page_size < 1:
         raise PagingError(f"the page size must be at least 1, not {page_size}")
     allowed = _COMMON + OPTIONS[style]
@@ -344,13 +457,19 @@ def init_probe_request(
 
 
 def _detect_style(
-    response: httpx.Response, data: Any, records: list[Any], page_size: int, cursor_path: str
+    response: httpx.Response,
+    data: Any,
+    records: list[Any],
+    page_size: int,
+    options: Mapping[str, str],
 ) -> str:
     if _link(response.links.get("next", {}).get("url")):
         return "link_header"
-    if _next_url(data, "", strict=True):
+    if _next_url(data, options.get("next_path", ""), strict=True):
         return "next_url"
-    if any(_cursor_at(data, p) for p in (cursor_path, *body.CURSOR_PATHS) if p):
+    if any(_cursor_at(data, p) for p in (options.get("cursor_path"), *body.CURSOR_PATHS) if p):
+        return "cursor"
+    if header_cursor(response, options.get("cursor_header", "")):
         return "cursor"
     if any(has_path(data, p) for p in body.PAGE_HINT_PATHS):
         return "page_number"
@@ -361,9 +480,15 @@ def _detect_style(
         return "cursor"  # the first page is also the last
     if more is None and any(value_at(data, p, False) is None for p in body.NEXT_URL_PATHS):
         return "next_url"
-    if more is None and len(records) < page_size:
+    total = header_total(response) or _body_total(data, records, page_size)
+    if more is None and len(records) < page_size and (total is None or total[1] <= len(records)):
         return "single"
-    why = "says it has more records" if more else f"is a full page ({len(records)} records)"
+    if more:
+        why = "says it has more records"
+    elif total is not None and total[1] > len(records):
+        why = f"holds {len(records)} records of the {total[1]} its {total[0]} counts"
+    else:
+        why = f"is a full page ({len(records)} records)"
     raise PagingError(
         f"could not detect how the list pages: the first response {why}, with no next link, "
         f"cursor, page number or offset known here; set {_SETTING} to one of {', '.join(STYLES)}"
@@ -387,7 +512,7 @@ def detect_paginator(
     given = dict(options or {})
     if unknown := sorted(set(given) - set(_COMMON).union(*OPTIONS.values())):
         raise PagingError(f"{_SETTING} has no option {', '.join(map(repr, unknown))}")
-    style = _detect_style(response, data, records, page_size, given.get("cursor_path", ""))
+    style = _detect_style(response, data, records, page_size, given)
     allowed = _COMMON + OPTIONS[style]
     paginator = make_paginator(
         style, page_size=page_size, options={k: v for k, v in given.items() if k in allowed}

@@ -34,16 +34,28 @@ ID_KEYS: tuple[str, ...] = (
     "id", "_id", "uuid", "ID", "Id", "guid", "key", "conversationId", "conversation_id",
     "leadId", "lead_id", "objectId", "object_id",
 )
+#: Per stream, its own record's id names first: a lead that also carries a
+#: ``conversation_id`` is keyed by its ``lead_id``, and the other way round.
+STREAM_ID_KEYS: dict[str, tuple[str, ...]] = {
+    "conversations": (
+        "id", "_id", "uuid", "ID", "Id", "guid", "conversationId", "conversation_id", "key",
+        "objectId", "object_id",
+    ),
+    "leads": (
+        "id", "_id", "uuid", "ID", "Id", "guid", "leadId", "lead_id", "key", "objectId",
+        "object_id",
+    ),
+}
 CREATED_KEYS: tuple[str, ...] = (
     "createdAt", "created_at", "created", "createdTime", "created_time", "createdDate",
-    "created_date", "creationTime", "creation_time", "dateCreated", "date_created",
-    "insertedAt", "inserted_at", "startedAt", "started_at", "timestamp",
+    "created_date", "createdOn", "created_on", "creationTime", "creation_time", "dateCreated",
+    "date_created", "insertedAt", "inserted_at", "startedAt", "started_at", "timestamp",
 )
 UPDATED_KEYS: tuple[str, ...] = (
     "updatedAt", "updated_at", "updated", "modifiedAt", "modified_at", "modified",
     "lastModified", "last_modified", "lastModifiedAt", "last_modified_at", "lastUpdated",
     "last_updated", "updatedTime", "updated_time", "updatedDate", "updated_date",
-    "dateModified", "date_modified",
+    "dateModified", "date_modified", "modifiedOn", "modified_on", "updatedOn", "updated_on",
 )
 
 # Where list responses say how they page (dotted: nested, see value_at); used by _paging.
@@ -73,7 +85,12 @@ TOTAL_PAGES_PATHS = (
     "total_pages", "totalPages", "pages", "meta.total_pages", "meta.totalPages",
     "pagination.total_pages", "pagination.totalPages",
 )
-TOTAL_PATHS = ("total", "total_count", "totalCount", "count", "meta.total", "pagination.total")
+TOTAL_PATHS = (
+    "total", "total_count", "totalCount", "totalRecords", "total_records", "totalResults",
+    "total_results", "totalItems", "total_items", "totalElements", "total_elements", "count",
+    "meta.total", "meta.total_count", "meta.totalCount", "pagination.total",
+    "pagination.total_count", "pagination.totalCount", "page.totalElements",
+)
 OFFSET_HINT_PATHS = ("offset", "meta.offset", "pagination.offset")
 #: A page size the body reports; it only ever lowers the size a full page is judged by.
 PAGE_SIZE_PATHS = (
@@ -84,11 +101,11 @@ PAGE_SIZE_PATHS = (
 
 #: The config setting that overrides each guessed field (named in error messages).
 _SETTING = {
-    "id": "extract.id_field",
-    "created": "extract.created_field",
-    "updated": "extract.updated_field",
+    "id": "the stream's id",
+    "created": "the stream's created",
+    "updated": "the stream's updated",
 }
-_ENVELOPE_SETTING = "extract.envelope"
+_ENVELOPE_SETTING = "the stream's records"
 _MISSING = object()
 
 
@@ -229,7 +246,10 @@ def _field_names(records: Iterable[dict[str, Any]]) -> set[str]:
 
 
 def detect_fields(
-    records: list[dict[str, Any]], envelope: str | None, overrides: Mapping[str, str] | None = None
+    records: list[dict[str, Any]],
+    envelope: str | None,
+    overrides: Mapping[str, str] | None = None,
+    id_keys: tuple[str, ...] = ID_KEYS,
 ) -> FieldMap:
     """Which fields are the id and the created/updated timestamps.
 
@@ -246,10 +266,10 @@ def detect_fields(
         return FieldMap(
             envelope, given.get("id") or ID_KEYS[0], given.get("created"), given.get("updated")
         )
-    id_field = _pick(records, "id", ID_KEYS, given, _is_id)
+    id_field = _pick(records, "id", id_keys, given, _is_id)
     if id_field is None:
         raise ShapeError(
-            f"cannot find the records' id field (tried {', '.join(ID_KEYS)}; "
+            f"cannot find the records' id field (tried {', '.join(id_keys)}; "
             f"fields seen: {', '.join(sorted(_field_names(records))[:20])}); "
             f"set {_SETTING['id']}"
         )

@@ -1,4 +1,4 @@
-"""The service's endpoints that an extraction reads, described as data."""
+"""What one extraction run is told: the service, the warehouse, and each stream's plan."""
 
 from __future__ import annotations
 
@@ -6,56 +6,46 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from convo_analytics.extract._source import (
+    ALL_STREAMS,
+    LIST_STREAMS,
+    PaginatorSpec,
+    SourceSpec,
+    StreamPlan,
+    plan_stream,
+)
 from convo_analytics.warehouse._tables import (
     RAW_CONVERSATION_DETAILS,
     RAW_CONVERSATIONS,
     RAW_LEADS,
 )
 
+__all__ = ["ALL_STREAMS", "LIST_STREAMS", "RAW_TABLES", "ExtractConfig"]
 
-@dataclass(frozen=True, slots=True)
-class ListStream:
-    """A paginated list endpoint, incremental on its records' updated-at."""
-
-    name: str
-    path: str
-    raw_table: str
-    typed_table: str
-    params: dict[str, str] = field(default_factory=dict)
-    detail_path: str | None = None  # "{id}" is replaced by the record's (quoted) id
-    detail_raw_table: str | None = None
-
-
-CONVERSATIONS = ListStream(
-    name="conversations",
-    path="/v1/conversations",
-    raw_table=RAW_CONVERSATIONS.name,
-    typed_table="conversations",
-    params={"sort": "updatedAt"},
-    detail_path="/v1/conversations/{id}",
-    detail_raw_table=RAW_CONVERSATION_DETAILS.name,
-)
-LEADS = ListStream(
-    name="leads",
-    path="/v1/leads",
-    raw_table=RAW_LEADS.name,
-    typed_table="leads",
-    params={"sort": "updatedAt", "status": "any"},
-)
-LIST_STREAMS = {s.name: s for s in (CONVERSATIONS, LEADS)}
-SUMMARY_PATH = "/v1/analytics/summary"
-ALL_STREAMS = ("conversations", "leads", "summary")
+#: Where each list stream keeps its raw versions: (listed, detailed).
+RAW_TABLES: dict[str, tuple[str, str | None]] = {
+    "conversations": (RAW_CONVERSATIONS.name, RAW_CONVERSATION_DETAILS.name),
+    "leads": (RAW_LEADS.name, None),
+}
 
 
 @dataclass(frozen=True)
 class ExtractConfig:
-    """Everything one extraction run is told (see docs/cli.md, ``convo extract``)."""
+    """Everything one extraction run is told (see docs/cli.md, ``convo extract``).
+
+    ``source`` is the configured description of the service's endpoints; the
+    flat fields below it (``pagination``, ``envelope``, ``id_field``, ...) apply
+    to every list stream whose description does not say otherwise.
+    """
 
     base_url: str
     api_key: str
     db_path: Path
     rate_limit: str = "600/min"
     streams: tuple[str, ...] = ALL_STREAMS
+    #: Whether the user named the streams (then an unavailable one fails, not warns).
+    streams_named: bool = False
+    source: SourceSpec | None = None
     page_size: int = 200
     pagination: str = "auto"
     pagination_options: dict[str, str] = field(default_factory=dict)
@@ -70,6 +60,14 @@ class ExtractConfig:
     max_attempts: int = 8
     connect_timeout: float = 10.0
     read_timeout: float = 30.0
+    #: How long this run may keep trying before the service has answered at all.
+    reach_budget_seconds: float = 15.0
+    allowed_origins: tuple[str, ...] = ()
+    #: Warnings fail their stream.
+    strict: bool = False
+    #: ``page_size`` and ``pagination`` came from command-line flags: they beat the streams'
+    #: own descriptions (a flag beats the config file).
+    flags_win: frozenset[str] = frozenset()
     full_refresh: bool = False
     backfill_from: datetime | None = None
     backfill_to: datetime | None = None
@@ -87,6 +85,33 @@ class ExtractConfig:
         if self.backfill_from is not None or self.backfill_to is not None:
             return "backfill"
         return "full-refresh" if self.full_refresh else "incremental"
+
+    def plan(self, name: str) -> StreamPlan:
+        """The stream's plan: its description over these run-wide values over the defaults."""
+        source = self.source or SourceSpec()
+        paginator = PaginatorSpec.model_validate(
+            {**self.pagination_options, "type": self.pagination}
+        )
+        spec = getattr(source.streams, name)
+        forced = {
+            "page_size": self.page_size if "page_size" in self.flags_win else None,
+            "paginator": paginator if "pagination" in self.flags_win else None,
+        }
+        if any(v is not None for v in forced.values()):
+            spec = spec.model_copy(update={k: v for k, v in forced.items() if v is not None})
+        return plan_stream(
+            name,
+            spec,
+            source.fields,
+            page_size=self.page_size,
+            paginator=paginator,
+            records=self.envelope,
+            id_field=self.id_field,
+            updated_field=self.updated_field,
+            created_field=self.created_field,
+            since_param=self.updated_since_param,
+            before_param=self.updated_before_param,
+        )
 
     def __repr__(self) -> str:  # never show the key
         return f"ExtractConfig(base_url={self.base_url!r}, db_path={self.db_path!r}, ...)"

@@ -1,6 +1,7 @@
-"""The nightly run: steps in order under a lock, recorded in pipeline_runs, alerting on failure."""
+"""The nightly run (steps in order, recorded in pipeline_runs, alerting on failure) and the
+warehouse writers' lock every writing command takes."""
 
-from convo_analytics.pipeline._lock import LOCKED_EXIT, RunLock, RunLocked
+from convo_analytics.pipeline._lock import LOCKED_EXIT, WarehouseLocked, WriterLock
 from convo_analytics.pipeline._retention import prune_archives
 from convo_analytics.pipeline._runner import (
     RunContext,
@@ -14,11 +15,11 @@ from convo_analytics.pipeline._runner import (
 __all__ = [
     "LOCKED_EXIT",
     "RunContext",
-    "RunLock",
-    "RunLocked",
     "RunResult",
     "Step",
     "StepFailed",
+    "WarehouseLocked",
+    "WriterLock",
     "load_steps",
     "prune_archives",
     "run_pipeline",

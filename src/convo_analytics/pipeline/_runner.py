@@ -26,7 +26,7 @@ from convo_analytics._run_ids import new_run_id
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 from convo_analytics.pipeline._alert import send_alert
-from convo_analytics.pipeline._lock import RunLock
+from convo_analytics.pipeline._lock import WriterLock
 from convo_analytics.warehouse import open_warehouse, transaction
 
 log = logging.getLogger(__name__)
@@ -105,54 +105,58 @@ def load_steps(path: Path) -> list[Step]:
     return steps
 
 
-def run_pipeline(steps: Sequence[Step], settings: Settings, lock_path: Path) -> RunResult:
-    """Run ``steps`` in order under the lock; stop at the first failure. Raises RunLocked."""
-    result = RunResult(run_id=new_run_id())
+def run_pipeline(steps: Sequence[Step], settings: Settings, lock: WriterLock) -> RunResult:
+    """Run ``steps`` in order while ``lock`` (the warehouse writers' lock, taken by the
+    caller for this run) is held; stop at the first failure.
+
+    The steps open the warehouse themselves and never take the lock: they run in
+    this process, under the lock their run holds.
+    """
+    result = RunResult(run_id=lock.run_id or new_run_id())
     db_path = settings.require_path("warehouse.path")
-    with RunLock(lock_path).acquire(result.run_id) as lock:
-        if lock.previous and lock.previous.get("runId"):
-            result.recovered_from = str(lock.previous["runId"])
-            log.warning("the previous run %s ended without releasing its lock (killed?); "
-                        "this run redoes what it left", result.recovered_from)  # fmt: skip
-        started = datetime.now(UTC)
-        clock = time.perf_counter()
+    if lock.previous and lock.previous.get("runId"):
+        result.recovered_from = str(lock.previous["runId"])
+        log.warning("the previous run %s ended without releasing its lock (killed?); "
+                    "this run redoes what it left", result.recovered_from)  # fmt: skip
+    started = datetime.now(UTC)
+    clock = time.perf_counter()
+    try:
+        _record_start(db_path, result, started)
+    except Exception as exc:  # e.g. the warehouse is held by another process
+        result.failed_step, result.error = "start", _describe(exc)
+        log.error("the run could not start: %s", result.error)
+    ctx = RunContext(settings=settings, run_id=result.run_id, db_path=db_path)
+    for step in steps if result.failed_step is None else ():
+        log.info("step %s started", step.name)
+        _hold_for_tests(step.name)
+        step_clock = time.perf_counter()
+        entry: dict[str, Any] = {"name": step.name, "status": "running", "counts": {}}
+        result.steps.append(entry)
         try:
-            _record_start(db_path, result, started)
-        except Exception as exc:  # e.g. the warehouse is held by another process
-            result.failed_step, result.error = "start", _describe(exc)
-            log.error("the run could not start: %s", result.error)
-        ctx = RunContext(settings=settings, run_id=result.run_id, db_path=db_path)
-        for step in steps if result.failed_step is None else ():
-            log.info("step %s started", step.name)
-            _hold_for_tests(step.name)
-            step_clock = time.perf_counter()
-            entry: dict[str, Any] = {"name": step.name, "status": "running", "counts": {}}
-            result.steps.append(entry)
-            try:
-                entry["counts"] = step.run(ctx)
-                entry["status"] = "ok"
-            except Exception as exc:  # a step's failure ends the run, recorded, not raised
-                entry["status"] = "failed"
-                entry["error"] = _describe(exc)
-                result.failed_step = step.name
-                result.error = entry["error"]
-                log.error("step %s failed: %s", step.name, entry["error"])
-            entry["seconds"] = round(time.perf_counter() - step_clock, 3)
-            log.info("step %s %s in %.1f s", step.name, entry["status"], entry["seconds"])
-            if result.failed_step:
-                break
-        for step in steps[len(result.steps) :]:
-            result.steps.append({"name": step.name, "status": "skipped", "counts": {},
-                                 "seconds": 0.0})  # fmt: skip
-        result.status = "failed" if result.failed_step else "ok"
-        result.seconds = time.perf_counter() - clock
-        if result.failed_step != "start":
-            try:
-                _record_end(db_path, result, ctx.notes.get("snapshot_id"))
-            except Exception as exc:
-                log.error("the run's record could not be written: %s", _describe(exc))
-                result.status, result.failed_step = "failed", result.failed_step or "record"
-                result.error = result.error or _describe(exc)
+            entry["counts"] = step.run(ctx)
+            entry["status"] = "ok"
+        except Exception as exc:  # a step's failure ends the run, recorded, not raised
+            entry["status"] = "failed"
+            entry["error"] = _describe(exc)
+            result.failed_step = step.name
+            result.error = entry["error"]
+            log.error("step %s failed: %s", step.name, entry["error"])
+        entry["seconds"] = round(time.perf_counter() - step_clock, 3)
+        log.info("step %s %s in %.1f s", step.name, entry["status"], entry["seconds"])
+        if result.failed_step:
+            break
+    for step in steps[len(result.steps) :]:
+        result.steps.append({"name": step.name, "status": "skipped", "counts": {},
+                             "seconds": 0.0})  # fmt: skip
+    result.status = "failed" if result.failed_step else "ok"
+    result.seconds = time.perf_counter() - clock
+    if result.failed_step != "start":
+        try:
+            _record_end(db_path, result, ctx.notes.get("snapshot_id"))
+        except Exception as exc:
+            log.error("the run's record could not be written: %s", _describe(exc))
+            result.status, result.failed_step = "failed", result.failed_step or "record"
+            result.error = result.error or _describe(exc)
     if result.status == "failed":
         send_alert(settings, result.as_json())
     return result

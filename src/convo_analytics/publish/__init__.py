@@ -1,5 +1,31 @@
-"""Publishing the warehouse for readers: consistent snapshots, swapped in atomically."""
+"""Publishing the warehouse for readers: checked snapshots, swapped in atomically."""
 
-from convo_analytics.publish._snapshot import Snapshot, current_snapshot, publish_snapshot
+from convo_analytics.publish._reader import (
+    UNREADABLE,
+    Snapshot,
+    SnapshotUnreadable,
+    connect_snapshot,
+    current_snapshot,
+)
+from convo_analytics.publish._snapshot import (
+    SPACE_LIMIT_ENV,
+    PublishFailed,
+    free_space,
+    publish_snapshot,
+    remove_stale_partials,
+    space_needed,
+)
 
-__all__ = ["Snapshot", "current_snapshot", "publish_snapshot"]
+__all__ = [
+    "SPACE_LIMIT_ENV",
+    "UNREADABLE",
+    "PublishFailed",
+    "Snapshot",
+    "SnapshotUnreadable",
+    "connect_snapshot",
+    "current_snapshot",
+    "free_space",
+    "publish_snapshot",
+    "remove_stale_partials",
+    "space_needed",
+]

@@ -26,12 +26,16 @@ from convo_analytics.sandbox._simulate import simulate
 router = APIRouter(prefix="/_sandbox", include_in_schema=False)
 
 
+def _is_admin(request: Request, credentials: HTTPAuthorizationCredentials | None) -> bool:
+    token = credentials.credentials if credentials else ""
+    return secrets.compare_digest(token.encode(), sandbox_of(request).admin_token.encode())
+
+
 def require_admin(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> None:
-    token = credentials.credentials if credentials else ""
-    if not secrets.compare_digest(token.encode(), sandbox_of(request).admin_token.encode()):
+    if not _is_admin(request, credentials):
         raise ApiException(401, "the sandbox control API needs the admin token (see the key file)")
 
 
@@ -39,7 +43,18 @@ Admin = Depends(require_admin)
 
 
 @router.get("/health")
-def health(request: Request) -> Response:
+def health(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Response:
+    """Liveness for anyone; the workspaces and their sizes only for the admin token.
+
+    Load balancers and start-up probes need an answer without a secret, but the
+    workspace names and counts are the sandbox's data, so they stay behind the
+    token like the rest of the control API.
+    """
+    if not _is_admin(request, credentials):
+        return json_response({"status": "ok"}, request)
     sandbox = sandbox_of(request)
     return json_response(
         {

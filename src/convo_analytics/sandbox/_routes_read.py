@@ -89,12 +89,26 @@ def _accepts(filters: tuple[Filter, ...], criteria: dict[str, Any]) -> Any:
     return accept
 
 
-def decode_cursor(request: Request, cursor: str, kind: str) -> dict[str, Any]:
-    """The state a cursor carries, or a 400 naming what is wrong with it."""
+def encode_cursor(request: Request, workspace_id: str, state: dict[str, Any]) -> str:
+    """A signed cursor for ``state``, bound to the workspace that is listing."""
+    return sandbox_of(request).cursors.encode({**state, "w": workspace_id})
+
+
+def decode_cursor(request: Request, cursor: str, kind: str, workspace_id: str) -> dict[str, Any]:
+    """The state a cursor carries, or a 400 naming what is wrong with it.
+
+    A cursor is bound to the workspace it was issued to (D-PAGINATION): another
+    workspace's key sending it gets a 400, not a listing of its own records.
+    """
     try:
         state = sandbox_of(request).cursors.decode(cursor)
     except CursorError as exc:
         raise ApiException(400, f"query parameter 'cursor': {exc}", code="invalid_cursor") from None
+    if state.get("w") != workspace_id:
+        raise ApiException(
+            400, "query parameter 'cursor': it was issued to another workspace",
+            code="invalid_cursor",
+        )  # fmt: skip
     if state.get("c") != kind:
         raise ApiException(
             400, "query parameter 'cursor': it belongs to another list", code="invalid_cursor"
@@ -140,6 +154,7 @@ Window = Annotated[ListWindow, Depends()]
 
 def _list(
     request: Request,
+    workspace_id: str,
     collection: Collection[Any],
     kind: str,
     filters: tuple[Filter, ...],
@@ -155,7 +170,7 @@ def _list(
     after: Key | None = None
     snapshot = collection.seq
     if cursor:
-        state = decode_cursor(request, cursor, kind)
+        state = decode_cursor(request, cursor, kind, workspace_id)
         explicit = {k: v for k, v in criteria.items() if given.get(k) is not None}
         if any(state["q"].get(k) != v for k, v in explicit.items()) or (
             "o" in state and sort != state["o"] and given.get("sort") is not None
@@ -175,8 +190,10 @@ def _list(
     rows, last = collection.page(sort, after, snapshot, _accepts(filters, criteria), limit, start)
     next_cursor = None
     if last is not None:
-        next_cursor = sandbox.cursors.encode(
-            {"v": 1, "c": kind, "o": sort, "s": snapshot, "k": list(last), "q": criteria}
+        next_cursor = encode_cursor(
+            request,
+            workspace_id,
+            {"v": 1, "c": kind, "o": sort, "s": snapshot, "k": list(last), "q": criteria},
         )
     return json_response(
         {"data": rows, "hasMore": last is not None, "nextCursor": next_cursor}, request
@@ -208,7 +225,7 @@ def list_conversations(
     ws = caller.workspace
     with ws.lock:
         return _list(
-            request, ws.conversations, "conversations", CONVERSATION_FILTERS, window, given
+            request, ws.id, ws.conversations, "conversations", CONVERSATION_FILTERS, window, given
         )
 
 
@@ -257,7 +274,7 @@ def list_leads(
     }
     ws = caller.workspace
     with ws.lock:
-        return _list(request, ws.leads, "leads", LEAD_FILTERS, window, given)
+        return _list(request, ws.id, ws.leads, "leads", LEAD_FILTERS, window, given)
 
 
 @lru_cache(maxsize=64)

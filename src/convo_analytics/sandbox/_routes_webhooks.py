@@ -11,7 +11,13 @@ from convo_analytics.contract import ALL_EVENT_TYPES, ErrorBody, WebhookCreate, 
 from convo_analytics.contract._records import DeliveryPage, WebhookEndpoint, WebhookList
 from convo_analytics.sandbox._auth import CallerDep, sandbox_of
 from convo_analytics.sandbox._errors import ApiException
-from convo_analytics.sandbox._routes_read import ERRORS, NOT_FOUND, decode_cursor, json_response
+from convo_analytics.sandbox._routes_read import (
+    ERRORS,
+    NOT_FOUND,
+    decode_cursor,
+    encode_cursor,
+    json_response,
+)
 
 router = APIRouter(prefix="/v1", tags=["webhooks"])
 WebhookId = Annotated[str, Path(max_length=64)]
@@ -102,13 +108,15 @@ def list_deliveries(
     log = sandbox.dispatcher.log.get(endpoint.id, [])
     start = 0
     if cursor:
-        state = decode_cursor(request, cursor, f"deliveries:{endpoint.id}")
+        state = decode_cursor(request, cursor, f"deliveries:{endpoint.id}", caller.workspace.id)
         start = int(state["p"])
     size = limit or sandbox.settings.default_page_size
     rows = log[start : start + size]
     more = start + size < len(log)
     next_cursor = (
-        sandbox.cursors.encode({"c": f"deliveries:{endpoint.id}", "p": start + size})
+        encode_cursor(
+            request, caller.workspace.id, {"c": f"deliveries:{endpoint.id}", "p": start + size}
+        )
         if more
         else None
     )

@@ -4,9 +4,11 @@ Tools built for the service can point at us instead: same path, same query
 parameters, same body, same error shape, behind a bearer token. The warehouse
 is opened read-only for each request and closed again, so the server never
 holds a lock a nightly run would wait for. Given the published-snapshot
-folder (as `convo serve` always is) it reads only the newest snapshot, and
-answers 503 with Retry-After until there is one; without a folder (a
-library use) it reads the warehouse, 503 while a run writes it.
+folder (as `convo serve` always is) it reads only the snapshot ``CURRENT``
+names, checked by the one reader (``publish.current_snapshot``: the previous
+good snapshot when the newest is damaged), and answers 503 with the error
+body until there is one it can read; without a folder (a library use) it
+reads the warehouse, 503 while a run writes it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from convo_analytics import __version__
 from convo_analytics.contract._summary import SummaryResponse
 from convo_analytics.errors import UserError
 from convo_analytics.export import export_summary
-from convo_analytics.publish import current_snapshot
+from convo_analytics.publish import SnapshotUnreadable, current_snapshot
 from convo_analytics.sandbox._errors import (
     ApiException,
     api_exception_handler,
@@ -91,26 +93,8 @@ def create_serve_app(db_path: Path, token: str, published_dir: Path | None = Non
         tz: Annotated[str, Query(max_length=64, description="IANA time zone for days")] = "UTC",
         lowConfidenceThreshold: Annotated[float | None, Query(ge=0, le=1)] = None,
     ) -> Response:
-        snap = current_snapshot(published_dir) if published_dir else None
-        if published_dir is not None and snap is None:
-            raise ApiException(
-                503,
-                "nothing is published yet: run 'convo publish' (or 'convo run') first",
-                headers={"Retry-After": RETRY_AFTER_BUSY},
-            )
-        source = snap.path if snap else db_path
-        if not source.exists():
-            raise ApiException(503, "there is no warehouse yet: run the pipeline first")
+        con = _open_published(published_dir) if published_dir else _open_warehouse(db_path)
         try:
-            con = duckdb.connect(str(source), read_only=True)
-        except (duckdb.IOException, duckdb.ConnectionException):
-            raise ApiException(
-                503,
-                "the warehouse is being written by a pipeline run; retry shortly",
-                headers={"Retry-After": RETRY_AFTER_BUSY},
-            ) from None
-        try:
-            con.execute("SET TimeZone = 'UTC'")
             body = export_summary(
                 con, from_, to, tz, low_confidence_threshold=lowConfidenceThreshold
             )
@@ -123,3 +107,34 @@ def create_serve_app(db_path: Path, token: str, published_dir: Path | None = Non
         return Response(orjson.dumps(body), media_type="application/json")
 
     return app
+
+
+def _open_published(published_dir: Path) -> duckdb.DuckDBPyConnection:
+    """The checked snapshot ``CURRENT`` names, read-only; a 503 in the error shape otherwise."""
+    try:
+        snap = current_snapshot(published_dir)
+        if snap is None:
+            raise ApiException(
+                503,
+                "nothing is published yet: run 'convo publish' (or 'convo run') first",
+                headers={"Retry-After": RETRY_AFTER_BUSY},
+            )
+        return snap.connect()
+    except SnapshotUnreadable as exc:
+        raise ApiException(503, str(exc)) from None
+
+
+def _open_warehouse(db_path: Path) -> duckdb.DuckDBPyConnection:
+    """The warehouse itself, read-only (a library use without a publish folder)."""
+    if not db_path.exists():
+        raise ApiException(503, "there is no warehouse yet: run the pipeline first")
+    try:
+        con = duckdb.connect(str(db_path), read_only=True)
+    except (duckdb.IOException, duckdb.ConnectionException):
+        raise ApiException(
+            503,
+            "the warehouse is being written by a pipeline run; retry shortly",
+            headers={"Retry-After": RETRY_AFTER_BUSY},
+        ) from None
+    con.execute("SET TimeZone = 'UTC'")
+    return con

@@ -77,6 +77,15 @@ def _differs(ours: float | None, theirs: float | None, tolerance: float) -> bool
     return abs(ours - theirs) > tolerance * scale + 1e-9
 
 
+def service_days(con: duckdb.DuckDBPyConnection, timezone: str) -> int:
+    """How many days of the service's own summary there are to compare with in ``timezone``
+    (none when the service has no summary endpoint, decision D-SUMMARY-OPTIONAL)."""
+    rows = con.execute(
+        "SELECT count(*) FROM service_summaries WHERE timezone = ?", [timezone]
+    ).fetchall()
+    return int(rows[0][0])
+
+
 def reconcile(con: duckdb.DuckDBPyConnection, cube: Cube, tolerance: float) -> list[Mismatch]:
     """Every (day, metric) where the warehouse and the service disagree beyond ``tolerance``."""
     service = read_frame(

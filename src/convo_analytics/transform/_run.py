@@ -17,7 +17,7 @@ from convo_analytics.transform._cube import Cube, build_cube
 from convo_analytics.transform._facts import read_facts
 from convo_analytics.transform._frames import replace_marts
 from convo_analytics.transform._metrics import daily_percentiles
-from convo_analytics.transform._reconcile import Mismatch, reconcile
+from convo_analytics.transform._reconcile import Mismatch, reconcile, service_days
 from convo_analytics.warehouse import Table, transaction
 from convo_analytics.warehouse._marts import (
     DAILY_MARTS,
@@ -51,6 +51,8 @@ class TransformResult:
     incidents: int = 0
     mart_rows: dict[str, int] = field(default_factory=dict)
     mismatches: list[Mismatch] = field(default_factory=list)
+    #: Days of the service's own summary compared (0: nothing to compare with; None: not asked).
+    reconciled_days: int | None = None
     duration_seconds: float = 0.0
     error: str | None = None
 
@@ -63,6 +65,7 @@ class TransformResult:
             "incidents": self.incidents,
             "mart_rows": self.mart_rows,
             "mismatches": [m.as_json() for m in self.mismatches],
+            "reconciled_days": self.reconciled_days,
             "duration_seconds": round(self.duration_seconds, 3),
             "error": self.error,
         }
@@ -111,8 +114,11 @@ def run_transform(con: duckdb.DuckDBPyConnection, config: TransformConfig) -> Tr
         result.incidents = facts.incidents.height
         result.mart_rows = {table.name: frame.height for table, frame in frames.items()}
         if config.reconcile:
+            result.reconciled_days = sum(service_days(con, cube.timezone) for cube in cubes)
             for cube in cubes:
                 result.mismatches += reconcile(con, cube, config.tolerance)
+            if not result.reconciled_days:
+                log.info("reconciliation: no service summary to compare with")
         for m in result.mismatches:
             log.warning("reconciliation: %s", m.describe())
         result.status = "ok"

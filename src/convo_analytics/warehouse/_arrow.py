@@ -9,7 +9,6 @@ of a parsed record taken out as flat tables, without copying the records.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -32,11 +31,6 @@ def rechunked(table: pa.Table) -> pa.Table:
     """``table`` in record batches small enough for every core to work (no copy)."""
     rows = max(1, min(_ARROW_CHUNK_ROWS, -(-table.num_rows // _ARROW_MIN_CHUNKS)))
     return pa.Table.from_batches(table.to_batches(max_chunksize=rows), table.schema)
-
-
-def flat_members(parse: dict[str, Any] | None) -> list[str]:
-    """The members of a parse structure staged as their own flat tables."""
-    return [k for k, v in (parse or {}).items() if isinstance(v, list) and isinstance(v[0], dict)]
 
 
 def flattened(parsed: pa.ChunkedArray, member: str) -> pa.Table:

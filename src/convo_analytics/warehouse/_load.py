@@ -10,7 +10,7 @@ and a re-run resumes from the last committed page.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,24 +20,28 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from convo_analytics.warehouse._arrow import (
-    as_json,
-    chunked,
-    flat_members,
-    flattened,
-    rechunked,
-    without,
+from convo_analytics.warehouse._arrow import as_json, chunked, flattened, rechunked, without
+from convo_analytics.warehouse._shape import DEFAULT_SHAPE, DETAIL_LISTS, LoadShape
+from convo_analytics.warehouse._sql import (
+    _access,
+    _ident,
+    _path,
+    _quoted_structure,
+    _structure,
+    _ts,
 )
 from convo_analytics.warehouse._tables import (
-    CONVERSATION_ESCALATIONS,
-    CONVERSATION_GUARDRAIL_EVENTS,
     CONVERSATIONS,
     LEADS,
-    MESSAGES,
     SERVICE_SUMMARIES,
-    Column,
     Table,
 )
+
+# Re-exported for the event loader, which builds its statements from the same pieces.
+__all__ = ["_access", "_ident", "_quoted_structure", "_structure", "_ts"]
+__all__ += ["DETAIL_STRUCTURE", "WHOLE_BODY", "PageCounts", "RecordPaths", "classify"]
+__all__ += ["insert_raw", "merge_conversations", "merge_leads", "merge_summary"]
+__all__ += ["record_structure", "stage_details", "stage_records", "unstage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,72 +70,6 @@ class PageCounts:
     details: int = 0
 
 
-def _q(name: str) -> str:
-    """A JSON path component, quoted."""
-    return '"' + name.replace('"', '\\"') + '"'
-
-
-def _ident(name: str) -> str:
-    """An SQL identifier (a struct field), quoted."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _path(dotted: str) -> str:
-    return "$." + ".".join(_q(part) for part in dotted.split("."))
-
-
-def _ts(expr: str) -> str:
-    """Text or epoch seconds/milliseconds to TIMESTAMPTZ; NULL when unreadable."""
-    return (
-        f"COALESCE(TRY_CAST({expr} AS TIMESTAMPTZ), "
-        f"CASE WHEN TRY_CAST({expr} AS DOUBLE) > 1e11 THEN to_timestamp(TRY_CAST({expr} AS DOUBLE)"
-        f" / 1000) ELSE to_timestamp(TRY_CAST({expr} AS DOUBLE)) END)"
-    )
-
-
-def _json_type(col: Column) -> str | list[str]:
-    kind = col.type.split()[0]
-    if kind == "VARCHAR[]":
-        return ["VARCHAR"]
-    if kind in ("TIMESTAMPTZ", "VARCHAR"):
-        return "VARCHAR"
-    return kind
-
-
-def _structure(columns: Sequence[Column]) -> dict[str, Any]:
-    """The from_json structure that parses every sourced column in one pass."""
-    root: dict[str, Any] = {}
-    for col in columns:
-        if col.source is None:
-            continue
-        parts = col.source.removeprefix("$.").split(".")
-        node = root
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):  # under a whole-JSON column: read with ->>
-                break
-        else:
-            kind = _json_type(col)
-            if kind == "JSON" or parts[-1] not in node:  # a whole-JSON parent wins
-                node[parts[-1]] = kind
-    return root
-
-
-def _access(col: Column, struct: str, structure: dict[str, Any]) -> str:
-    """The column's value in the parsed struct; fields inside a JSON-typed member via ->>."""
-    assert col.source is not None
-    parts = col.source[2:].split(".")
-    value = struct
-    node: Any = structure
-    for i, part in enumerate(parts):
-        if not isinstance(node, dict):
-            value = f"({value}->>'{_path('.'.join(parts[i:]))}')"
-            break
-        value += "." + _ident(part)
-        node = node.get(part)
-    return _ts(value) if col.type.startswith("TIMESTAMPTZ") else value
-
-
 def _records_sql(
     paths: RecordPaths, source: str, parse: dict[str, Any] | None = None, *, payload: bool = True
 ) -> str:
@@ -148,10 +86,13 @@ def _records_sql(
     elif paths.envelope is None:
         records = "unnest(from_json(body, '[\"JSON\"]'))"
     else:
-        envelope = _ident(paths.envelope)
-        records = (
-            f"unnest(from_json(body, '{_quoted_structure({paths.envelope: ['JSON']})}').{envelope})"
-        )
+        # a key path (``data.items``): the structure nests, and so does the access
+        steps = paths.envelope.split(".")
+        structure: Any = ["JSON"]
+        for step in reversed(steps):
+            structure = {step: structure}
+        access = ".".join(_ident(step) for step in steps)
+        records = f"unnest(from_json(body, '{_quoted_structure(structure)}').{access})"
     # A whole body is validated by its parse (json_transform rejects malformed JSON);
     # unparsed, it is cast. Staged as text, it is marked JSON again in Arrow (``as_json``);
     # without ``payload`` the caller has the records' text already (whole bodies).
@@ -210,10 +151,6 @@ def _typed_select(table: Table, record: str, computed: dict[str, str]) -> str:
     return ", ".join(exprs)
 
 
-def _quoted_structure(structure: dict[str, Any]) -> str:
-    return orjson.dumps(structure).decode().replace("'", "''")
-
-
 def _parsed(table: Table, record: str) -> str:
     """The struct expression ``_typed_select`` reads from (add it to the inner SELECT)."""
     return f"json_transform({record}, '{_quoted_structure(_structure(table.columns))}') AS _s"
@@ -226,12 +163,8 @@ def _key_times(table: Table) -> dict[str, str]:
     still fills these columns; the contract's field is the fallback for created.
     """
     created = next(c for c in table.columns if c.name == "created_at")
-    return {
-        "created_at": (
-            f"COALESCE(staged_created_at, {_access(created, '_s', _structure(table.columns))})"
-        ),
-        "updated_at": "staged_updated_at",
-    }
+    own = _access(created, "_s", _structure(table.columns)) if created.source else "NULL"
+    return {"created_at": f"COALESCE(staged_created_at, {own})", "updated_at": "staged_updated_at"}
 
 
 def _merge(table: Table, source: str, keep: tuple[str, ...], condition: str) -> str:
@@ -278,13 +211,14 @@ def stage_records(
     bodies: Sequence[bytes],
     paths: RecordPaths,
     parse: dict[str, Any] | None = None,
+    lists: Mapping[str, str] | None = None,
 ) -> None:
     """Split response bodies into the staged table ``stage`` (payload, id, updated_at, hash, rn).
 
     With ``parse``, each record is also parsed into that structure (column ``_p``),
-    and each top-level member of it that is a list of structures is staged flat
-    as ``{stage}_{member}`` (``drow``, the record's ``rn``; ``position``; the item
-    ``_s``), left out of ``_p``.
+    and each member of it named in ``lists`` (a list of structures) is staged flat
+    as ``{stage}_{lists[member]}`` (``drow``, the record's ``rn``; ``position``; the
+    item ``_s``), left out of ``_p``.
 
     The staged records are Arrow tables registered under those names, in small
     record batches, not temporary tables: materialising the parsed details into
@@ -308,12 +242,26 @@ def stage_records(
     staged = as_json(staged, "payload").append_column(
         "rn", pa.array(np.arange(staged.num_rows, dtype=np.int64))
     )
-    for member in flat_members(parse):
-        con.register(f"{stage}_{member}", rechunked(flattened(staged.column("_p"), member)))
-    if flat_members(parse):
+    members = [m for m in (lists or {}) if parse and m in parse]
+    for member in members:
+        flat = flattened(staged.column("_p"), member)
+        con.register(f"{stage}_{(lists or {})[member]}", rechunked(flat))
+    if members:
         i = staged.schema.get_field_index("_p")
-        staged = staged.set_column(i, "_p", without(staged.column(i), flat_members(parse)))
+        staged = staged.set_column(i, "_p", without(staged.column(i), members))
     con.register(stage, rechunked(staged))
+
+
+def stage_details(
+    con: duckdb.DuckDBPyConnection,
+    stage: str,
+    bodies: Sequence[bytes],
+    paths: RecordPaths,
+    shape: LoadShape = DEFAULT_SHAPE,
+) -> None:
+    """Stage conversation details (whole bodies), parsed as ``shape`` says, lists flat."""
+    whole = RecordPaths(WHOLE_BODY, paths.id, paths.updated, paths.created)
+    stage_records(con, stage, bodies, whole, shape.detail_structure, shape.detail_lists)
 
 
 def unstage(con: duckdb.DuckDBPyConnection, *stages: str) -> None:
@@ -321,19 +269,12 @@ def unstage(con: duckdb.DuckDBPyConnection, *stages: str) -> None:
     for stage in stages:
         _drop_bodies(con, f"{stage}_bodies")
         con.unregister(stage)
-        for member in flat_members(DETAIL_STRUCTURE):
-            con.unregister(f"{stage}_{member}")
+        for child in DETAIL_LISTS:
+            con.unregister(f"{stage}_{child}")
 
 
-_CONVERSATION_STRUCTURE = _structure(CONVERSATIONS.columns)
-#: A conversation's detail parsed once, while staging: its typed columns and its transcript
-#: (the lists are staged as flat tables of their own, see ``stage_records``).
-DETAIL_STRUCTURE = {
-    **_CONVERSATION_STRUCTURE,
-    "messages": [_structure(MESSAGES.columns)],
-    "escalations": [_structure(CONVERSATION_ESCALATIONS.columns)],
-    "guardrailEvents": [_structure(CONVERSATION_GUARDRAIL_EVENTS.columns)],
-}
+#: A sandbox-shaped detail's parse (see ``LoadShape.detail_structure``).
+DETAIL_STRUCTURE = DEFAULT_SHAPE.detail_structure
 
 
 def insert_raw(
@@ -380,13 +321,15 @@ def merge_conversations(
     details: str | None,
     run_id: str,
     loaded: datetime,
+    shape: LoadShape = DEFAULT_SHAPE,
 ) -> None:
     """Upsert the newest version of each conversation; a detail beats its listed version.
 
-    ``details`` must be staged with ``DETAIL_STRUCTURE``: the detail's parse is
-    reused; only listed versions without a detail are parsed here.
+    ``details`` must be staged with ``shape.detail_structure`` and its lists: the
+    detail's parse is reused; only listed versions without a detail are parsed here.
     """
-    listed_parse = f"json_transform(l.payload, '{_quoted_structure(_CONVERSATION_STRUCTURE)}')"
+    conversations = shape.table(CONVERSATIONS.name)
+    listed_parse = f"json_transform(l.payload, '{_quoted_structure(shape.conversation_structure)}')"
     if details:
         # The newest version of each id is chosen on keys and row numbers, then joined
         # back: sorting the parsed details (transcripts included) costs more than the merge.
@@ -400,7 +343,7 @@ def merge_conversations(
         detail_updated = detail_created = "NULL::TIMESTAMPTZ"
     drow = "d.rn" if details else "NULL"
     select = _typed_select(
-        CONVERSATIONS,
+        conversations,
         "r",
         {
             "id": "id",
@@ -408,7 +351,7 @@ def merge_conversations(
             "first_run_id": "?",
             "last_run_id": "?",
             "loaded_at": "?",
-            **_key_times(CONVERSATIONS),
+            **_key_times(conversations),
         },
     )
     newer = (
@@ -424,9 +367,9 @@ def merge_conversations(
                       FROM {listed} l {join} WHERE l.id IS NOT NULL
                       ORDER BY l.id, l.updated_at DESC, {detail_updated} DESC NULLS LAST) v
                 {rows})"""
-    con.execute(_merge(CONVERSATIONS, source, ("first_run_id",), newer), [run_id, run_id, loaded])
+    con.execute(_merge(conversations, source, ("first_run_id",), newer), [run_id, run_id, loaded])
     if details:
-        _replace_detail_children(con, details, run_id)
+        _replace_detail_children(con, details, run_id, shape)
 
 
 def _note_prior_details(con: duckdb.DuckDBPyConnection, details: str) -> None:
@@ -438,16 +381,9 @@ def _note_prior_details(con: duckdb.DuckDBPyConnection, details: str) -> None:
     )
 
 
-#: Collections nested in a conversation detail, each kept in its own typed table, by the
-#: member of the detail's parse (``DETAIL_STRUCTURE``) that holds it.
-DETAIL_CHILDREN = (
-    (MESSAGES, "messages"),
-    (CONVERSATION_ESCALATIONS, "escalations"),
-    (CONVERSATION_GUARDRAIL_EVENTS, "guardrailEvents"),
-)
-
-
-def _replace_detail_children(con: duckdb.DuckDBPyConnection, details: str, run_id: str) -> None:
+def _replace_detail_children(
+    con: duckdb.DuckDBPyConnection, details: str, run_id: str, shape: LoadShape
+) -> None:
     """Swap in the transcripts (and handoffs, guardrail events) of the details now current.
 
     Only a detail that changed is written: a detail we already held (same
@@ -465,58 +401,81 @@ def _replace_detail_children(con: duckdb.DuckDBPyConnection, details: str, run_i
     )
     row = con.execute("SELECT count(*) FILTER (WHERE held) FROM applied_details").fetchone()
     held = row is not None and bool(row[0])
-    for table, member in DETAIL_CHILDREN:
-        _replace_children(con, details, run_id, table, member, held)
+    # A child table the details have no list for still loses the rows of a changed detail.
+    staged = dict((child, table) for table, child in shape.children)
+    for child in DETAIL_LISTS:
+        table = staged.get(child) or shape.table(child)
+        _replace_children(con, details, run_id, table, child if child in staged else None, held)
 
 
 def _replace_children(
-    con: duckdb.DuckDBPyConnection, details: str, run_id: str, table: Table, member: str, held: bool
+    con: duckdb.DuckDBPyConnection,
+    details: str,
+    run_id: str,
+    table: Table,
+    staged: str | None,
+    held: bool,
 ) -> None:
+    """Replace the rows of ``table`` for the applied details with the items staged as
+    ``{details}_{staged}`` (None: the details hold no such list, only deletes)."""
     if held:
         con.execute(
             f"DELETE FROM {table.name} WHERE conversation_id IN "
             "(SELECT id FROM applied_details WHERE held)"
         )
+    if staged is None:
+        return
+    # An item without an id (a service that numbers none) is keyed by its place.
+    id_col = next(c for c in table.columns if c.name == "id")
+    own_id = _access(id_col, "_s", _structure(table.columns)) if id_col.source else "NULL"
+    item_id = f"COALESCE({own_id}, conversation_id || '#' || position)"
     select = _typed_select(
         table,
         "m",
-        {"conversation_id": "conversation_id", "position": "position", "run_id": "?"},
+        {"id": "_id", "conversation_id": "conversation_id", "position": "position", "run_id": "?"},
     )
     items = (
-        f"SELECT a.id AS conversation_id, m.position, m._s "
-        f"FROM {details}_{member} m JOIN applied_details a ON a.drow = m.drow"
+        f"SELECT *, {item_id} AS _id FROM (SELECT a.id AS conversation_id, m.position, m._s "
+        f"FROM {details}_{staged} m JOIN applied_details a ON a.drow = m.drow "
+        "WHERE m._s IS NOT NULL)"
     )
     # An id repeated within the batch is stored once, where it comes first; the window
     # that picks it is only paid for when the cheap count finds such a repeat.
-    row = con.execute(f"SELECT count(_s.id) - count(DISTINCT _s.id) FROM ({items})").fetchall()
+    row = con.execute(f"SELECT count(_id) - count(DISTINCT _id) FROM ({items})").fetchall()
     first = (
-        "QUALIFY row_number() OVER (PARTITION BY _s.id ORDER BY conversation_id, position) = 1"
+        "QUALIFY row_number() OVER (PARTITION BY _id ORDER BY conversation_id, position) = 1"
         if row and row[0][0]
         else ""
     )
     con.execute(
         f"""INSERT INTO {table.name} SELECT n.* FROM (
-                SELECT {select} FROM ({items})
-                WHERE _s.id IS NOT NULL {first}
+                SELECT {select} FROM ({items}) {first}
             ) n ANTI JOIN {table.name} m ON m.id = n.id""",
         [run_id],
     )
 
 
-def merge_leads(con: duckdb.DuckDBPyConnection, stage: str, run_id: str, loaded: datetime) -> None:
+def merge_leads(
+    con: duckdb.DuckDBPyConnection,
+    stage: str,
+    run_id: str,
+    loaded: datetime,
+    shape: LoadShape = DEFAULT_SHAPE,
+) -> None:
+    leads = shape.table(LEADS.name)
     select = _typed_select(
-        LEADS,
+        leads,
         "r",
         {
             "id": "id",
             "first_run_id": "?",
             "last_run_id": "?",
             "loaded_at": "?",
-            **_key_times(LEADS),
+            **_key_times(leads),
         },
     )
     source = f"""SELECT {select} FROM (
-                SELECT *, {_parsed(LEADS, "r")} FROM (
+                SELECT *, {_parsed(leads, "r")} FROM (
                     SELECT DISTINCT ON (id) id, payload AS r, updated_at AS staged_updated_at,
                            created_at AS staged_created_at FROM {stage}
                     WHERE id IS NOT NULL ORDER BY id, updated_at DESC))"""

@@ -303,7 +303,11 @@ EXTRACT_RUNS = Table(
         Column("stream", "VARCHAR NOT NULL"),
         Column("started_at", _TS),
         Column("finished_at", _TS),
-        Column("status", "VARCHAR", doc="ok or failed"),
+        Column(
+            "status",
+            "VARCHAR",
+            doc="running, ok, partial (records may be missing), failed, unavailable, interrupted",
+        ),
         Column("mode", "VARCHAR", doc="incremental, full-refresh or backfill"),
         Column("pagination", "VARCHAR", doc="the paging style used"),
         Column("requests", "BIGINT", doc="HTTP requests sent, retries included"),
@@ -321,7 +325,20 @@ EXTRACT_RUNS = Table(
         Column("bookmark_before", _TS),
         Column("bookmark_after", _TS),
         Column("drift", "JSON", doc="new, missing and retyped fields seen"),
-        Column("error", "VARCHAR", doc="why it failed"),
+        Column(
+            "error", "VARCHAR", doc="why it failed (or, when partial, why records may be missing)"
+        ),
+        Column(
+            "warnings",
+            "JSON",
+            doc="what may be wrong with the load, each naming the setting that fixes it",
+        ),
+        Column(
+            "shape",
+            "JSON",
+            doc="how the stream was read: paging, envelope, key and typed fields, detail, "
+            "each with its origin (configured, default, detected)",
+        ),
     ),
     ("run_id", "stream"),
     "One row per stream per extract run.",

@@ -5,13 +5,9 @@ from __future__ import annotations
 import duckdb
 
 from convo_analytics.warehouse._connection import transaction
-from convo_analytics.warehouse._load import (
-    DETAIL_CHILDREN,
-    DETAIL_STRUCTURE,
-    _ident,
-    _quoted_structure,
-    _replace_children,
-)
+from convo_analytics.warehouse._load import _replace_children
+from convo_analytics.warehouse._shape import DEFAULT_SHAPE
+from convo_analytics.warehouse._sql import _ident, _quoted_structure
 
 
 def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
@@ -21,11 +17,12 @@ def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
     this, the escalations and incidents of conversations that do not change
     again would come from nowhere (events older than a detail are left to it).
     """
+    structure = DEFAULT_SHAPE.detail_structure
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE upgrade_details AS
             SELECT *, row_number() OVER () AS rn FROM (
                 SELECT r.id,
-                       json_transform(r.payload, '{_quoted_structure(DETAIL_STRUCTURE)}') AS _p
+                       json_transform(r.payload, '{_quoted_structure(structure)}') AS _p
                 FROM raw_conversation_details r JOIN conversations c
                   ON c.id = r.id AND c.detail_updated_at = r.updated_at
                 QUALIFY row_number() OVER (PARTITION BY r.id ORDER BY r.fetched_at DESC) = 1)"""
@@ -34,18 +31,20 @@ def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
         "CREATE OR REPLACE TEMP TABLE applied_details AS "
         "SELECT id, rn AS drow, false AS held FROM upgrade_details"
     )
-    children = DETAIL_CHILDREN[1:]  # the transcripts were stored all along
-    for _, member in children:  # flat, as stage_records stages them
+    children = DEFAULT_SHAPE.children[1:]  # the transcripts were stored all along
+    keys = {child: key for key, child in DEFAULT_SHAPE.detail_lists.items()}
+    for _, child in children:  # flat, as stage_records stages them
         con.execute(
-            f"""CREATE OR REPLACE TEMP TABLE upgrade_details_{member} AS
+            f"""CREATE OR REPLACE TEMP TABLE upgrade_details_{child} AS
                 SELECT rn AS drow, unnest(range(len(m)))::INTEGER AS position, unnest(m) AS _s
-                FROM (SELECT rn, COALESCE(_p.{_ident(member)}, []) AS m FROM upgrade_details)"""
+                FROM (SELECT rn, COALESCE(_p.{_ident(keys[child])}, []) AS m
+                      FROM upgrade_details)"""
         )
     with transaction(con):
-        for table, member in children:
-            _replace_children(con, "upgrade_details", "upgrade", table, member, False)
-    for _, member in children:
-        con.execute(f"DROP TABLE upgrade_details_{member}")
+        for table, child in children:
+            _replace_children(con, "upgrade_details", "upgrade", table, child, False)
+    for _, child in children:
+        con.execute(f"DROP TABLE upgrade_details_{child}")
     con.execute("DROP TABLE upgrade_details")
     con.execute("DROP TABLE applied_details")
 

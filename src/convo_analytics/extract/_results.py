@@ -1,0 +1,131 @@
+"""What an extraction reports: per stream its counts, status and warnings.
+
+A stream is ``ok`` (possibly with warnings), ``partial`` (records may be
+missing: a reported total not reached, a list that could not be paged, no
+transcript in any detail), ``failed``, or ``unavailable`` (an optional
+endpoint the service does not have). A run is ok when no stream is failed
+or partial; with ``strict`` a warning fails its stream too. A green run
+never hides records it left behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from convo_analytics.extract._http import RequestStats
+
+__all__ = ["ExtractResult", "StreamResult"]
+
+#: Statuses that do not fail a run.
+PASSING = ("ok", "unavailable")
+
+
+@dataclass
+class StreamResult:
+    stream: str
+    status: str = "running"
+    pagination: str | None = None
+    pages: int = 0
+    records: int = 0
+    new: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    details: int = 0
+    details_missing: int = 0
+    stats: RequestStats = field(default_factory=RequestStats)
+    bookmark_before: datetime | None = None
+    bookmark_after: datetime | None = None
+    drift: list[str] = field(default_factory=list)
+    #: What may be wrong with the load, each with the setting that fixes it.
+    warnings: list[str] = field(default_factory=list)
+    #: Why records may be missing (the stream is ``partial``).
+    gaps: list[str] = field(default_factory=list)
+    #: How the stream was read: values configured, defaulted or detected (the run log).
+    shape: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    seconds: float = 0.0
+
+    def finish(self, *, strict: bool) -> None:
+        """Settle the status of a stream that ran to its end."""
+        if self.status != "running":
+            return
+        if self.gaps:
+            self.status = "partial"
+        elif strict and self.warnings:
+            self.status = "failed"
+            self.error = f"--strict: {len(self.warnings)} warning(s): " + "; ".join(self.warnings)
+        else:
+            self.status = "ok"
+        if self.status == "partial":
+            self.error = "; ".join(self.gaps)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "pagination": self.pagination,
+            "requests": self.stats.requests,
+            "pages": self.pages,
+            "records": self.records,
+            "new": self.new,
+            "changed": self.changed,
+            "unchanged": self.unchanged,
+            "details": self.details,
+            "detailsMissing": self.details_missing,
+            "rateLimited": self.stats.rate_limited,
+            "retries": self.stats.retries,
+            "serverErrors": self.stats.server_errors,
+            "transportErrors": self.stats.transport_errors,
+            "durationSeconds": round(self.seconds, 3),
+            "bookmarkBefore": self.bookmark_before.isoformat() if self.bookmark_before else None,
+            "bookmarkAfter": self.bookmark_after.isoformat() if self.bookmark_after else None,
+            "drift": self.drift,
+            "warnings": [*self.gaps, *self.warnings],
+            "shape": self.shape,
+            "error": self.error,
+        }
+
+    def summary(self) -> str:
+        if self.status == "unavailable":
+            return f"unavailable: {self.warnings[0] if self.warnings else 'not served'}"
+        if self.status not in ("ok", "partial"):
+            return f"FAILED: {self.error}"
+        text = (
+            f"{self.records} records ({self.new} new, {self.changed} changed), "
+            f"{self.details} details, {self.stats.requests} requests, "
+            f"{self.stats.rate_limited} answered 429, {self.stats.retries} retries"
+        )
+        if self.status == "partial":
+            text = f"PARTIAL: {text}; {self.error}"
+        if self.warnings:
+            text += f"; {len(self.warnings)} warning(s)"
+        return text
+
+
+@dataclass
+class ExtractResult:
+    run_id: str
+    mode: str
+    streams: dict[str, StreamResult]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(s.status in PASSING for s in self.streams.values())
+
+    @property
+    def status(self) -> str:
+        statuses = {s.status for s in self.streams.values()}
+        if "failed" in statuses:
+            return "failed"
+        return "partial" if "partial" in statuses else "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "status": self.status,
+            "mode": self.mode,
+            "durationSeconds": round(self.seconds, 3),
+            "streams": {name: s.to_json() for name, s in self.streams.items()},
+        }

@@ -1,0 +1,350 @@
+"""The service's endpoints as data: what each stream asks for and how its answers are read.
+
+The interface shows neither paging, envelope, field names nor query
+parameters, so every one of them is a value here, as a dlt ``rest_api``
+source describes a REST API. Per stream (``[extract.streams.NAME]`` in
+convo.toml, ``CONVO_EXTRACT__STREAMS__NAME__KEY`` in the environment) the
+models below say where the list is, how it pages, which fields are the id
+and the updated-at, how an incremental run filters and where a detail
+lives; ``[extract.fields]`` maps typed columns to field paths. What is not
+configured keeps the sandbox's shape (the default) or is detected from the
+first answers; :class:`StreamPlan` records which, for the run log.
+
+``convo extract --check`` writes these same tables, so what it finds is
+exactly what a run reads.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from convo_analytics.warehouse._shape import DETAIL_LISTS, FIELD_TABLES, field_key
+
+__all__ = [
+    "ALL_STREAMS",
+    "LIST_STREAMS",
+    "DetailSpec",
+    "IncrementalSpec",
+    "PaginatorSpec",
+    "SourceSpec",
+    "StreamPlan",
+    "StreamSpec",
+    "load_source",
+    "source_errors",
+]
+
+ALL_STREAMS = ("conversations", "leads", "summary")
+LIST_STREAMS = ("conversations", "leads")
+PAGING_STYLES = ("auto", "cursor", "next_url", "link_header", "page_number", "offset", "single")
+#: The environment prefix of the source description (``CONVO_EXTRACT__FIELDS``, ...).
+ENV_PREFIX = "CONVO_EXTRACT__"
+
+
+def _text(value: Any) -> Any:
+    """Query parameter values as the text they are sent as (TOML may give numbers, booleans)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PaginatorSpec(_Spec):
+    """How a list pages; ``type = "auto"`` detects the style from the first answer."""
+
+    type: Literal["auto", "cursor", "next_url", "link_header", "page_number", "offset", "single"]
+    limit_param: str | None = Field(None, description='page size parameter; "": send none')
+    page_param: str | None = Field(None, description="page_number: the page parameter")
+    base_page: int | None = Field(
+        None, validation_alias=AliasChoices("base_page", "first_page"), ge=0
+    )
+    offset_param: str | None = Field(None, description="offset: the offset parameter")
+    end_param: str | None = Field(None, description="offset: an end index (exclusive) parameter")
+    cursor_param: str | None = Field(None, description="cursor: the parameter it is sent in")
+    cursor_path: str | None = Field(None, description="cursor: its key path in the body")
+    cursor_header: str | None = Field(None, description="cursor: the response header with it")
+    next_path: str | None = Field(
+        None, validation_alias=AliasChoices("next_path", "next_url_path"), description="next_url"
+    )
+    total_path: str | None = Field(None, description="key path of a total record count")
+    total_header: str | None = Field(None, description="header with a total (X-Total-Count)")
+    max_pages: int | None = Field(None, ge=1)
+
+    def options(self) -> dict[str, str]:
+        """The options the paginators take (see ``extract._paging``), as text."""
+        return {
+            name: str(value)
+            for name, value in self.model_dump(exclude={"type"}).items()
+            if value is not None
+        }
+
+
+class IncrementalSpec(_Spec):
+    """How a re-run asks only for what changed."""
+
+    param: str | None = Field(
+        None, description='"updated since" parameter; "": the service has none'
+    )
+    end_param: str | None = Field(None, description='"updated before" parameter (backfills)')
+    field: str | None = Field(None, description="the records' updated-at field it filters on")
+    format: Literal["auto", "iso", "epoch_s", "epoch_ms"] = "auto"
+
+
+class DetailSpec(_Spec):
+    """Where a conversation's detail (its transcript) is fetched and found."""
+
+    path: str | None = Field(None, description="with {id} for the record's id")
+    params: dict[str, str] | None = None
+    record: str | None = Field(None, description='key path of the record in the body; "": the body')
+    messages: str | None = Field(None, description='the transcript list\'s key; "": none')
+    escalations: str | None = None
+    guardrail_events: str | None = None
+
+    _params_text = field_validator("params", mode="before")(
+        lambda v: {k: _text(x) for k, x in v.items()} if isinstance(v, dict) else v
+    )
+
+    def lists(self) -> dict[str, str]:
+        """The configured list keys, by child table."""
+        named = {
+            "messages": self.messages,
+            "conversation_escalations": self.escalations,
+            "conversation_guardrail_events": self.guardrail_events,
+        }
+        return {child: key for child, key in named.items() if key is not None}
+
+
+class StreamSpec(_Spec):
+    """One endpoint's description; every key is optional (the sandbox's shape, or detected)."""
+
+    enabled: bool | None = None
+    path: str | None = None
+    params: dict[str, str] | None = Field(None, description="sent on the first page")
+    records: str | None = Field(None, description='key path of the list; "": a bare array')
+    paginator: PaginatorSpec | None = None
+    page_size: int | None = Field(None, ge=1, le=10000)
+    id: str | None = None
+    updated: str | None = None
+    created: str | None = None
+    incremental: IncrementalSpec | None = None
+    detail: DetailSpec | None = None
+
+    _params_text = field_validator("params", mode="before")(
+        lambda v: {k: _text(x) for k, x in v.items()} if isinstance(v, dict) else v
+    )
+
+
+class StreamsSpec(_Spec):
+    conversations: StreamSpec = StreamSpec()
+    leads: StreamSpec = StreamSpec()
+    summary: StreamSpec = StreamSpec()
+
+
+class SourceSpec(BaseSettings):
+    """The source description: ``[extract.streams.*]`` and ``[extract.fields]``.
+
+    Built by :func:`load_source` with pydantic-settings: flags (init values) >
+    environment (``CONVO_EXTRACT__...``, JSON for tables) > convo.toml > the
+    sandbox's shape.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    streams: StreamsSpec = StreamsSpec()
+    fields: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("fields")
+    @classmethod
+    def _known_columns(cls, value: dict[str, str]) -> dict[str, str]:
+        known = [field_key(t, c.name) for t, table in FIELD_TABLES.items() for c in table.columns
+                 if c.source is not None]  # fmt: skip
+        for key in value:
+            if key not in known:
+                hint = difflib.get_close_matches(key, known, n=1)
+                raise ValueError(
+                    f"{key!r} is not a typed column"
+                    + (f"; did you mean {hint[0]!r}?" if hint else "")
+                    + " (keys are TABLE.COLUMN, e.g. 'messages.created_at'; docs/warehouse.md)"
+                )
+        return value
+
+
+class _TableSource(PydanticBaseSettingsSource):
+    """The ``[extract]`` tables of convo.toml, as the TOML loader read them."""
+
+    def __init__(self, settings_cls: type[BaseSettings], data: Mapping[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self._data = dict(data)
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return self._data
+
+
+class _Environment(EnvSettingsSource):
+    """The environment the settings were read with (not necessarily ``os.environ``)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = {k.lower(): v for k, v in environ.items() if v != ""}
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return self._environ
+
+
+def load_source(
+    file_tables: Mapping[str, Any],
+    environ: Mapping[str, str],
+    flags: Mapping[str, Any] | None = None,
+) -> SourceSpec:
+    """The source description from flags, ``environ`` and the file's ``[extract]`` tables.
+
+    Raises pydantic's ValidationError (see :func:`source_errors` for one line each).
+    """
+
+    class _Loaded(SourceSpec):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (
+                init_settings,
+                _Environment(settings_cls, environ),
+                _TableSource(settings_cls, file_tables),
+            )
+
+    return _Loaded(**dict(flags or {}))
+
+
+def source_errors(exc: ValidationError) -> list[str]:
+    """One line per problem: where (``extract.streams.leads.paginator.type``) and what."""
+    lines = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"])
+        lines.append(f"extract.{where}: {error['msg']}")
+    return lines
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """What a stream will ask for and read, each value configured, default or to be detected.
+
+    ``configured`` names the values the user gave (for the run log and
+    ``--check``); a value of None is detected from the first answers.
+    """
+
+    name: str
+    path: str
+    params: dict[str, str]
+    paginator: PaginatorSpec
+    page_size: int
+    records: str | None
+    id: str | None
+    updated: str | None
+    created: str | None
+    incremental: IncrementalSpec
+    detail: DetailSpec | None
+    enabled: bool = True
+    configured: frozenset[str] = frozenset()
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def default_params(self) -> bool:
+        """Whether the params sent are our defaults (which a service may misread)."""
+        return "params" not in self.configured
+
+    @property
+    def lists(self) -> dict[str, str]:
+        return self.detail.lists() if self.detail else {}
+
+
+#: The sandbox's shape: the defaults every stream starts from.
+_DEFAULT_PATHS = {
+    "conversations": "/v1/conversations",
+    "leads": "/v1/leads",
+    "summary": "/v1/analytics/summary",
+}
+_DEFAULT_PARAMS = {
+    "conversations": {"sort": "updatedAt"},
+    # the sandbox lists qualified leads unless asked for all (decision D-LEADS)
+    "leads": {"sort": "updatedAt", "status": "any"},
+    "summary": {},
+}
+_DEFAULT_DETAIL = DetailSpec(path="/v1/conversations/{id}", params={})
+
+
+def plan_stream(
+    name: str,
+    spec: StreamSpec,
+    fields: Mapping[str, str],
+    *,
+    page_size: int,
+    paginator: PaginatorSpec,
+    records: str | None,
+    id_field: str | None,
+    updated_field: str | None,
+    created_field: str | None,
+    since_param: str,
+    before_param: str,
+) -> StreamPlan:
+    """A stream's plan: its spec over the run-wide settings over the sandbox's shape."""
+    given = spec.model_fields_set
+    detail = None
+    if name == "conversations":
+        configured = spec.detail or DetailSpec()
+        detail = _DEFAULT_DETAIL.model_copy(
+            update={k: getattr(configured, k) for k in configured.model_fields_set}
+        )
+    incremental = IncrementalSpec(param=since_param, end_param=before_param)
+    if spec.incremental is not None:
+        incremental = incremental.model_copy(
+            update={k: getattr(spec.incremental, k) for k in spec.incremental.model_fields_set}
+        )
+    return StreamPlan(
+        name=name,
+        path=spec.path or _DEFAULT_PATHS[name],
+        params=dict(spec.params if spec.params is not None else _DEFAULT_PARAMS[name]),
+        paginator=spec.paginator or paginator,
+        page_size=spec.page_size or page_size,
+        records=spec.records if spec.records is not None else records,
+        id=spec.id or id_field,
+        updated=spec.updated or updated_field,
+        created=spec.created or created_field,
+        incremental=incremental,
+        detail=detail,
+        enabled=spec.enabled is not False,
+        configured=frozenset(given),
+        fields={k: v for k, v in fields.items() if k.split(".")[0] in _TABLES_OF[name]},
+    )
+
+
+#: The typed tables each stream fills (their ``[extract.fields]`` keys start with these).
+_TABLES_OF = {
+    "conversations": ("conversations", *DETAIL_LISTS),
+    "leads": ("leads",),
+    "summary": (),
+}
