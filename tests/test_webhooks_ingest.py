@@ -235,7 +235,7 @@ def _line(kind: str, n: int) -> tuple[bytes, str]:
     return b'{"receivedAt": "x", "headers": {' + str(n).encode() + b"\n", "quarantine"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=16, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     plan=st.lists(st.tuples(LINE_KINDS, st.integers(0, 12)), min_size=1, max_size=40),
     gzipped=st.booleans(),

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from convo_analytics.cli._app import settings_from_context
+from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.cli._webhooks_cmd import (
     DbFlag,
     JsonFlag,
@@ -54,8 +55,7 @@ def list_command(
     from convo_analytics.warehouse import open_warehouse
     from convo_analytics.webhooks import quarantine_counts
 
-    # not read-only: a warehouse of an older schema is upgraded first (as every command does)
-    con = open_warehouse(settings.require_path("warehouse.path"))
+    con = open_warehouse(settings.require_path("warehouse.path"), read_only=True)
     try:
         rows = quarantine_counts(con, include_resolved=include_resolved)
     finally:
@@ -95,6 +95,7 @@ def replay_command(
 
     Each line ends loaded, duplicate or still quarantined, exactly once; a row whose
     line loads is closed (resolved_at, resolution) and no longer counts as open.
+    Exit status 75 when another writer holds the warehouse.
     """
     settings = settings_from_context(ctx, {"warehouse.path": db})
     keys = webhook_secrets(settings, secret)
@@ -103,10 +104,11 @@ def replay_command(
     from convo_analytics.webhooks import replay
 
     source = str(Path(file).resolve()) if file else None
-    result = replay(
-        settings.require_path("warehouse.path"), keys, ingest_options(settings),
-        reasons=reason or (), source=source, secret_hint=secret_origin(settings, secret),
-    )  # fmt: skip
+    with warehouse_writer(settings, "convo webhooks quarantine replay"):
+        result = replay(
+            settings.require_path("warehouse.path"), keys, ingest_options(settings),
+            reasons=reason or (), source=source, secret_hint=secret_origin(settings, secret),
+        )  # fmt: skip
     if as_json:
         sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
     else:
@@ -130,7 +132,10 @@ def purge_command(
     db: DbFlag = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Remove quarantine rows quarantined before a day, open or resolved, on record."""
+    """Remove quarantine rows quarantined before a day, open or resolved, on record.
+
+    Exit status 75 when another writer holds the warehouse.
+    """
     try:
         day = date.fromisoformat(before)
     except ValueError:
@@ -139,11 +144,12 @@ def purge_command(
     from convo_analytics.warehouse import open_warehouse
     from convo_analytics.webhooks import purge
 
-    con = open_warehouse(settings.require_path("warehouse.path"))
-    try:
-        done = purge(con, day)
-    finally:
-        con.close()
+    with warehouse_writer(settings, "convo webhooks quarantine purge"):
+        con = open_warehouse(settings.require_path("warehouse.path"))
+        try:
+            done = purge(con, day)
+        finally:
+            con.close()
     if as_json:
         sys.stdout.write(orjson.dumps(done).decode() + "\n")
         return

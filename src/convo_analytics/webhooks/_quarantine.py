@@ -36,14 +36,26 @@ _REPLAY_BATCH = 20_000
 
 
 def quarantine_counts(con: Any, *, include_resolved: bool = False) -> list[dict[str, Any]]:
-    """Rows by reason, file and day quarantined (open ones only unless asked)."""
+    """Rows by reason, file and day quarantined (open ones only unless asked). A warehouse
+    of a schema before 4, read as it is, has no resolved rows (nor the columns)."""
+    columns = con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'quarantine'"
+    ).fetchall()
+    resolution = (
+        ""
+        if ("resolved_at",) in columns
+        else ", NULL::TIMESTAMPTZ AS resolved_at, NULL AS resolution"
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW quarantine_rows AS SELECT *{resolution} FROM quarantine"
+    )
     where = "" if include_resolved else "WHERE resolved_at IS NULL"
     rows = con.execute(
         f"""SELECT reason, source_file, CAST(quarantined_at AS DATE) AS day,
                    count(*) FILTER (WHERE resolved_at IS NULL) AS open,
                    count(*) FILTER (WHERE resolution = 'loaded') AS loaded,
                    count(*) FILTER (WHERE resolution = 'duplicate') AS duplicate
-            FROM quarantine {where} GROUP BY ALL ORDER BY day, source_file, reason"""
+            FROM quarantine_rows {where} GROUP BY ALL ORDER BY day, source_file, reason"""
     ).fetchall()
     out = []
     for reason, source, day, open_rows, loaded, duplicate in rows:
