@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         key = key_file["workspaces"][0]["apiKey"]
         workspace = key_file["workspaces"][0]["name"]
         history_secret = key_file.get("archiveWebhookSecret", "")
+        both = DATA / "demo" / "webhook-secrets"  # the two secrets, one a line, for the ingest
+        both.touch(mode=0o600)
+        both.write_text("\n".join(x for x in (receiver_secret, history_secret) if x) + "\n")
 
         print(f"2. starting the webhook receiver, archiving to {received}")
         receiver = subprocess.Popen(
@@ -163,6 +166,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    CONVO_WEBHOOK_SECRET_FILE={DATA / 'demo' / 'webhook-secret'} "
               f"CONVO_WEBHOOK_ARCHIVE_DIR={received} uv run convo run")  # fmt: skip
         print(f"  keys and the control API's admin token: {keys}")
+        print(
+            f"  webhook secrets (files; never printed): {both} holds both, one a line "
+            f"(the receiver's: {DATA / 'demo' / 'webhook-secret'}; the history archive's: "
+            f"archiveWebhookSecret in {keys}); pass the file, not its content:"
+        )
+        print(f"    CONVO_WEBHOOK_SECRET_FILE={both} uv run convo webhooks ingest "
+              f"{DATA / 'webhooks'} --db {warehouse} --json")  # fmt: skip
         sys.stdout.flush()
         assert sandbox.stdout is not None
         for line in sandbox.stdout:  # keep echoing until the sandbox ends

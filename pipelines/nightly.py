@@ -45,8 +45,9 @@ def extract(ctx: RunContext) -> dict[str, Any]:
 
 
 def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
-    """Verify, deduplicate and load the received webhook archives (and any configured others)."""
-    from convo_analytics.cli._webhooks_cmd import archive_files
+    """Verify, deduplicate and load what is new in the received webhook archives (and any
+    configured others); fails when most lines fail the signature check (a wrong secret)."""
+    from convo_analytics.cli._webhooks_cmd import archive_files, ingest_options, secret_origin
     from convo_analytics.webhooks import ingest
 
     secret = ctx.settings.get_secret("webhooks.secret")
@@ -58,14 +59,36 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
     files = archive_files(roots) if roots else []
     if not files:
         return {"files": 0}
-    result = ingest(files, [p.reveal().encode() for p in secret.parts()], ctx.db_path)
+    result = ingest(
+        files, [p.reveal().encode() for p in secret.parts()], ctx.db_path,
+        ingest_options(ctx.settings), secret_hint=secret_origin(ctx.settings, None),
+    )  # fmt: skip
+    if result.alarm is not None:
+        raise StepFailed(result.alarm)
     return {
         "files": result.files,
+        "skipped": result.skipped,
         "read": result.read,
+        "bytes": result.bytes_read,
         "loaded": result.loaded,
         "duplicates": result.duplicates,
         "quarantined": sum(result.quarantined.values()),
+        "quarantine_open": _open_quarantine(ctx.db_path),
     }
+
+
+def _open_quarantine(db_path: Path) -> int:
+    """Quarantined lines still open (not loaded by a replay or a later read since)."""
+    from convo_analytics.warehouse import open_warehouse
+
+    con = open_warehouse(db_path, read_only=True)
+    try:
+        [(count,)] = con.execute(
+            "SELECT count(*) FROM quarantine WHERE resolved_at IS NULL"
+        ).fetchall()
+    finally:
+        con.close()
+    return int(count)
 
 
 def transform(ctx: RunContext) -> dict[str, Any]:

@@ -317,9 +317,12 @@ def test_every_writer_stops_with_75_while_a_run_holds_the_lock_and_changes_nothi
     url, archive = service
     config = _setup(tmp_path, url, archive)
     assert _run(config).returncode == 0  # a warehouse and a snapshot the writers could change
+    purge = ["webhooks", "quarantine", "purge", "--before", "2100-01-01"]
     writers = {
         "convo extract": ["extract"],
         "convo webhooks ingest": ["webhooks", "ingest", str(archive)],
+        "convo webhooks quarantine replay": ["webhooks", "quarantine", "replay"],
+        "convo webhooks quarantine purge": purge,
         "convo transform": ["transform"],
         "convo publish": ["publish"],
         "convo run": ["run"],
@@ -330,6 +333,7 @@ def test_every_writer_stops_with_75_while_a_run_holds_the_lock_and_changes_nothi
         before = _files(tmp_path)
         done = {name: _convo(config, args) for name, args in writers.items()}
         reader = _convo(config, ["export", "summary", "--from", "2026-11-01", "--to", "2026-11-17"])
+        listing = _convo(config, ["webhooks", "quarantine", "list", "--json"])
         after = _files(tmp_path)
     finally:
         holder.kill()
@@ -342,6 +346,7 @@ def test_every_writer_stops_with_75_while_a_run_holds_the_lock_and_changes_nothi
     assert after == before, "a writer that found the lock taken changed a file"
     assert reader.returncode == 0, reader.stderr[-2000:]  # readers never take the lock
     assert orjson.loads(reader.stdout)["totals"]["conversations"] > 0
+    assert listing.returncode == 0 and orjson.loads(listing.stdout)["open"] >= 0
 
 
 def test_a_writer_waits_for_the_lock_when_asked(service: tuple[str, Path], tmp_path: Path) -> None:

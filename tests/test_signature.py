@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+from typing import Any
 
 import orjson
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from convo_analytics.webhooks import (
@@ -17,8 +19,12 @@ from convo_analytics.webhooks import (
     verify,
     verify_delivery,
 )
-from convo_analytics.webhooks._signature import _strip_any_member, appended_signature
-from convo_analytics.webhooks._verify import _FIELD, Verifier
+from convo_analytics.webhooks._signature import (
+    appended_signature,
+    signature_members,
+    unsigned_texts,
+)
+from convo_analytics.webhooks._verify import Verifier
 
 GITHUB_SECRET = "It's a Secret to Everybody"
 GITHUB_PAYLOAD = b"Hello, World!"
@@ -90,10 +96,116 @@ def test_the_appended_member_shortcut_agrees_with_the_general_strip(
     ):
         shortcut = appended_signature(body)
         if shortcut is not None:
-            assert shortcut[0] == _strip_any_member(body)
-            field = _FIELD.search(body, max(0, len(body) - 200))
-            assert field is not None and shortcut[1] == field.group(1)
-        assert strip_signature(body) == _strip_any_member(body)
+            assert shortcut[0] == unsigned_texts(body)[0]
+            [member] = signature_members(body)
+            assert member.last and shortcut[1].decode() == member.value
+        assert strip_signature(body) == (unsigned_texts(body) or [None])[0]
+
+
+# -- the property: a signature made as the interface says verifies, whatever the text's style --
+
+_WS = st.text(alphabet=" \t\n\r", max_size=2)
+events = st.dictionaries(
+    st.text(max_size=8).filter(lambda k: k != "signature"),
+    json_values | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
+    max_size=6,
+)
+
+
+@st.composite
+def styles(draw: st.DrawFn) -> dict[str, Any]:
+    """How a sender's JSON library may write an event: separators with any white space,
+    indented or not, keys sorted or not, non-ASCII escaped or not, ``/`` escaped or not."""
+    return {
+        "separators": (draw(_WS) + "," + draw(_WS), draw(_WS) + ":" + draw(_WS)),
+        "indent": draw(st.none() | st.integers(0, 3)),
+        "sort_keys": draw(st.booleans()),
+        "ensure_ascii": draw(st.booleans()),
+        "slashes": draw(st.booleans()),
+    }
+
+
+def _write(value: dict[str, Any], style: dict[str, Any]) -> bytes:
+    options = {k: v for k, v in style.items() if k != "slashes"}
+    text = json.dumps(value, **options)
+    return (text.replace("/", "\\/") if style["slashes"] else text).encode("utf-8")
+
+
+def _signed_as_the_interface_says(
+    event: dict[str, Any], style: dict[str, Any], position: int, secret: str
+) -> bytes:
+    """The HMAC of the payload text without its signature member, then the member added
+    (at ``position`` among the members, in the same style)."""
+    signature = sign(secret, _write(event, style))
+    items = list(event.items())
+    at = position % (len(items) + 1)
+    return _write(dict([*items[:at], ("signature", signature), *items[at:]]), style)
+
+
+def _event_of(body: bytes) -> Any:
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return (
+        {k: v for k, v in parsed.items() if k != "signature"} if isinstance(parsed, dict) else None
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    event=events,
+    style=styles(),
+    position=st.integers(0, 10),
+    secret=st.text(min_size=1, max_size=30),
+    flip=st.tuples(st.integers(0, 1 << 20), st.integers(1, 255)),
+)
+def test_any_member_order_white_space_and_escaping_verifies_and_a_changed_byte_does_not(
+    event: dict[str, Any], style: dict[str, Any], position: int, secret: str,
+    flip: tuple[int, int],
+) -> None:  # fmt: skip
+    body = _signed_as_the_interface_says(event, style, position, secret)
+    check = verify_delivery(body, {}, [b"another-secret", secret.encode()])
+    assert check.ok and check.reading in ("stripped", "canonical") and check.secret_index == 1
+    assert check.signature_source == "field"
+    changed = bytearray(body)
+    at = flip[0] % len(changed)
+    changed[at] ^= flip[1]
+    tampered = verify_delivery(bytes(changed), {}, [secret.encode()])
+    # A changed byte verifies only where it changes nothing that was signed: white space a
+    # canonical reading does not see, or the white space cut out with the member itself.
+    assert not tampered.ok or _event_of(bytes(changed)) == event
+
+
+def test_every_changed_byte_of_a_sandbox_body_fails() -> None:
+    event = {
+        "event": "message.responded",
+        "timestamp": "2026-11-18T10:00:00.000Z",
+        "workspaceId": "ws_1",
+        "conversationId": "conv_1",
+        "data": {"text": "né / 1"},
+    }
+    unsigned = orjson.dumps(event)
+    body = append_signature(unsigned, sign("s", unsigned))
+    assert verify_delivery(body, {}, [b"s"]).ok
+    for at in range(len(body)):
+        for mask in (0x01, 0x20, 0x80):
+            changed = bytearray(body)
+            changed[at] ^= mask
+            assert not verify_delivery(bytes(changed), {}, [b"s"]).ok, (at, mask)
+
+
+def test_the_member_is_found_only_at_the_top_level_and_in_any_spelling() -> None:
+    nested = b'{"data": {"signature": "sha256=00"}, "signature" : "sha256=11" }'
+    [member] = signature_members(nested)
+    assert member.value == "sha256=11" and member.last and not member.first
+    assert unsigned_texts(nested)[0] == b'{"data": {"signature": "sha256=00"} }'
+    escaped = b'{"\\u0073ignature":"sha256=22","a":1}'
+    assert [m.value for m in signature_members(escaped)] == ["sha256=22"]
+    assert unsigned_texts(escaped)[0] == b'{"a":1}'
+    assert signature_members(b'[{"signature": "x"}]') == []
+    assert signature_members(b'{"signature": null}') == []
+    assert unsigned_texts(b'{ "signature": "x" }') == [b"{}", b"{  }"]
 
 
 def test_a_header_over_the_raw_body_wins_over_the_field_over_the_stripped_one() -> None:

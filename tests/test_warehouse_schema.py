@@ -171,6 +171,6 @@ def test_raw_payloads_and_message_text_are_stored_with_zstd_even_in_an_older_fil
             ("c1", '{"id":"c1"}')
         ]
         assert con.execute("SELECT id, text FROM messages").fetchall() == [("m1", "hello")]
-        assert con.execute("SELECT max(version) FROM schema_version").fetchall() == [(3,)]
+        assert con.execute("SELECT max(version) FROM schema_version").fetchall() == [(4,)]
     finally:
         con.close()

@@ -446,7 +446,10 @@ def test_the_command_serves_archives_and_stops_cleanly(tmp_path: Path) -> None:
         r = httpx.post(match.group(0), content=body, headers=headers, timeout=10)
         assert r.status_code == 200
         proc.send_signal(signal.SIGINT)
-        output = first + proc.communicate(timeout=20)[0]
+        proc.wait(timeout=20)
+        # read through the same buffered file as readline (communicate() reads the pipe
+        # itself and would miss what readline had already buffered)
+        output = first + proc.stdout.read()
     finally:
         if proc.poll() is None:
             proc.kill()

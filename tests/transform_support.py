@@ -14,7 +14,7 @@ from convo_analytics.sandbox import Sandbox, create_app
 from convo_analytics.sandbox._history_archive import write_history_archive
 from convo_analytics.transform import TransformConfig, run_transform
 from convo_analytics.warehouse import open_warehouse
-from convo_analytics.webhooks._ingest import ingest
+from convo_analytics.webhooks import ingest
 from extract_support import extract
 
 ARCHIVE_SECRET = "whsec_transform_tests_0123456789"

@@ -17,6 +17,10 @@ st.subheader("Run history")
 show_table(status["runs"], "runs")
 st.subheader("Quarantine")
 if status["quarantine"].height:
+    st.caption(
+        "Open rows only: lines loaded since by `convo webhooks quarantine replay` "
+        "(or a later read of their file) are resolved and not counted."
+    )
     show_table(status["quarantine"], "quarantine")
 else:
-    st.success("Nothing quarantined.")
+    st.success("Nothing quarantined is open.")

@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from types import TracebackType
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -35,12 +36,23 @@ class ServerThread:
     """``with ServerThread(app) as server: httpx.get(server.url + "/...")``."""
 
     def __init__(
-        self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 30.0
+        self,
+        app: ASGIApp,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        startup_timeout: float = 30.0,
+        **options: Any,
     ) -> None:
+        """``options``: more uvicorn.Config settings (the receiver's protocol, say)."""
         self.sock = bind(host, port)
         self.host, self.port = self.sock.getsockname()[:2]
         config = uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=2,
+            **options,
         )
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name="uvicorn", daemon=True)

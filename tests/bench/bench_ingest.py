@@ -7,19 +7,39 @@ type, taken from a sandbox history) with distinct ids and times, each signed
 as the sandbox signs and written as the receiver archives, with 1 % retries.
 It is built once and kept under data/bench/. The ingest runs in a child
 process, so its peak memory is its own.
+
+In the same run, the previous code measures the same archive: the tree of
+``BENCH_BEFORE_REF`` (default: main's HEAD, or HEAD's parent when this is
+main's HEAD) exported with ``git archive`` into a temporary folder and put
+first on the child's PYTHONPATH. Each then ingests the archive a second time
+into the same warehouse, as a nightly run with nothing new would (issue 14:
+the previous code reads every file whole again).
 """
 
 from __future__ import annotations
 
+import io
+import os
 import resource
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
-from _common import BenchContext, Report, emit, memory_mib, python_child, rate
+from _common import (
+    BenchContext,
+    Child,
+    Report,
+    child_env,
+    emit,
+    memory_mib,
+    python_child,
+    rate,
+)
 
 THIS = Path(__file__).resolve()
 ROOT = THIS.parents[2]
@@ -97,17 +117,69 @@ def _cpu_seconds() -> float:
 
 
 def child_ingest(archive: str, db: str) -> None:
+    """Ingest the archive twice into ``db``: the first run, then a run with nothing new."""
+    import convo_analytics
     from convo_analytics.webhooks import ingest
 
     started, cpu = time.perf_counter(), _cpu_seconds()
     result = ingest([Path(archive)], [SECRET.encode()], Path(db))
+    first = {
+        "seconds": time.perf_counter() - started,
+        "cpu_seconds": _cpu_seconds() - cpu,
+        "result": result.to_json(),
+        "memory": memory_mib(),
+    }
+    started, cpu = time.perf_counter(), _cpu_seconds()
+    again = ingest([Path(archive)], [SECRET.encode()], Path(db)).to_json()
     emit(
         {
-            "seconds": time.perf_counter() - started,
-            "cpu_seconds": _cpu_seconds() - cpu,
-            "result": result.to_json(),
-            "memory": memory_mib(),
+            **first,
+            "again_seconds": time.perf_counter() - started,
+            "again_read": again["read"],
+            "code": str(Path(convo_analytics.__file__).parent),
         }
+    )
+
+
+def previous_code(folder: Path) -> tuple[str, Path]:
+    """The previous code's ``src`` exported into ``folder``, and its commit (see the module
+    docstring for which commit)."""
+
+    def git(*args: str) -> bytes:
+        return subprocess.run(["git", "-C", str(ROOT), *args], check=True,
+                              capture_output=True).stdout  # fmt: skip
+
+    ref = os.environ.get("BENCH_BEFORE_REF", "")
+    if not ref:
+        head = git("rev-parse", "HEAD").strip()
+        main = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "-q", "main"],
+                              capture_output=True).stdout.strip()  # fmt: skip
+        ref = "main" if main and main != head else "HEAD~1"
+    commit = git("rev-parse", f"{ref}^{{commit}}").decode().strip()
+    with tarfile.open(fileobj=io.BytesIO(git("archive", commit, "src"))) as tar:
+        tar.extractall(folder, filter="data")
+    return commit, folder / "src"
+
+
+def _measure(report: Report, label: str, out: dict[str, Any]) -> None:
+    counts = out["result"]
+    eps = rate(counts["read"], out["seconds"])
+    prefix = f"{label}: " if label else ""
+    report.add(f"{prefix}wall time", round(out["seconds"], 1), "s")
+    report.add(
+        f"{prefix}throughput (lines verified and loaded)",
+        round(eps),
+        "lines/s",
+        f">= {AIM_EPS:,}",
+        eps >= AIM_EPS,
+    )
+    peak = out["memory"].get("peak_rss_mib", float("nan"))
+    report.add(f"{prefix}peak memory", round(peak), "MiB", f"< {AIM_MIB}", peak < AIM_MIB)
+    report.add(f"{prefix}process CPU", round(out["cpu_seconds"], 1), "s")
+    report.add(f"{prefix}CPU per line", round(out["cpu_seconds"] / counts["read"] * 1e6, 1), "us")
+    report.add(
+        f"{prefix}second ingest, nothing new: lines read, seconds",
+        f"{out['again_read']:,}, {out['again_seconds']:.2f}",
     )
 
 
@@ -160,24 +232,23 @@ def bench_ingest(ctx: BenchContext, report: Report) -> None:
             out = child.json_line("seconds", timeout=1800)
         file_mb = db.stat().st_size / 1e6
     counts = out["result"]
-    eps = rate(counts["read"], out["seconds"])
     report.add("lines read", counts["read"])
     report.add("events loaded", counts["loaded"])
     report.add("duplicates recognised", counts["duplicates"])
     report.add("quarantined", sum(counts["quarantined"].values()))
-    report.add("wall time", round(out["seconds"], 1), "s")
-    report.add(
-        "throughput (lines verified and loaded)",
-        round(eps),
-        "lines/s",
-        f">= {AIM_EPS:,}",
-        eps >= AIM_EPS,
-    )
-    peak = out["memory"].get("peak_rss_mib", float("nan"))
-    report.add("peak memory", round(peak), "MiB", f"< {AIM_MIB}", peak < AIM_MIB)
+    _measure(report, "", out)
     report.add("warehouse file", round(file_mb, 1), "MB")
-    report.add("process CPU", round(out["cpu_seconds"], 1), "s")
-    report.add("CPU per line", round(out["cpu_seconds"] / counts["read"] * 1e6, 1), "us")
+    with tempfile.TemporaryDirectory() as tmp:
+        commit, src = previous_code(Path(tmp) / "before")
+        db = Path(tmp) / "w.duckdb"
+        argv = [sys.executable, str(THIS), "ingest", str(archive), str(db)]
+        with Child(argv, cwd=ROOT, env=child_env(PYTHONPATH=str(src))) as child:
+            before = child.json_line("seconds", timeout=1800)
+        assert before["code"].startswith(str(src)), before["code"]
+        report.sizes["previous code"] = commit[:10]
+        same = all(before["result"][k] == counts[k] for k in ("read", "loaded", "duplicates"))
+        report.add("previous code: same counts", same, target="True", ok=same)
+        _measure(report, f"previous code ({commit[:10]})", before)
     with tempfile.TemporaryDirectory() as tmp:
         child = python_child(THIS, ["duckdb", str(archive), str(Path(tmp) / "d.duckdb")], cwd=ROOT)
         with child:

@@ -3,11 +3,12 @@
 "It verifies the signature, appends the delivery durably ..., fsyncs, and
 only then answers 2xx, well within the 10-second acknowledgement window." So:
 acknowledged deliveries per second and the p50/p99 acknowledgement latency at
-concurrency 1, 16 and 64, with real signed bodies of about 1 KB. At
-concurrency 1 every delivery pays a whole fsync; above it, group commit shares
-one fsync among all the deliveries waiting, which is where throughput comes
-from. The archive is counted afterwards: every acknowledged delivery must be
-a line in it.
+concurrency 1, 16, 64 and 200, with real signed bodies of about 1 KB, then at
+200 again while 300 stalled clients (headers begun, never finished) hold
+connections open (issue 14). At concurrency 1 every delivery pays a whole
+fsync; above it, group commit shares one fsync among all the deliveries
+waiting, which is where throughput comes from. The archive is counted
+afterwards: every acknowledged delivery must be a line in it.
 
 The receiver runs in a child process (this file, run as a script), so that the
 measuring client does not share a GIL or a core with it; on a 2-core machine
@@ -20,6 +21,7 @@ import asyncio
 import gzip
 import os
 import secrets
+import socket
 import sys
 import tempfile
 import threading
@@ -29,6 +31,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for webhook_support
 from _common import (
     LOOPBACK,
     BenchContext,
@@ -41,6 +45,8 @@ from _common import (
     percentile,
     rate,
 )
+
+from webhook_support import http_request, read_answer
 
 THIS = Path(__file__).resolve()
 SECRET_ENV = "BENCH_WEBHOOK_SECRET"
@@ -64,7 +70,7 @@ def child_serve(archive_dir: str, lifetime: float) -> None:
         sys.stdin.read()
         stdin_closed.set()
 
-    with ServerThread(create_receiver_app(settings)) as server:
+    with ServerThread(create_receiver_app(settings), **settings.server_options()) as server:
         emit({"ready": {"url": server.url, **memory_mib()}})
         threading.Thread(target=watch_stdin, daemon=True).start()
         stdin_closed.wait(lifetime)
@@ -104,27 +110,6 @@ def signed_deliveries(secret: str, count: int) -> list[tuple[bytes, dict[str, st
     return out
 
 
-def _request(body: bytes, headers: dict[str, str]) -> bytes:
-    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-    return (
-        f"POST /webhooks HTTP/1.1\r\nHost: {LOOPBACK}\r\nContent-Length: {len(body)}\r\n{head}\r\n"
-    ).encode("latin-1") + body
-
-
-async def _answer(reader: asyncio.StreamReader) -> int:
-    """Read one HTTP/1.1 answer (the receiver always sends Content-Length); its status."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    status = int(lines[0].split(b" ", 2)[1])
-    length = 0
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    await reader.readexactly(length)
-    return status
-
-
 async def drive(
     url: str,
     deliveries: list[tuple[bytes, dict[str, str]]],
@@ -140,7 +125,7 @@ async def drive(
     """
     parts = urlsplit(check_local(url))
     host, port = parts.hostname or LOOPBACK, parts.port or 80
-    requests = [_request(body, headers) for body, headers in deliveries]
+    requests = [http_request("/webhooks", body, headers) for body, headers in deliveries]
     latencies: list[float] = []
     statuses: Counter[int] = Counter()
     started = time.perf_counter()
@@ -154,7 +139,7 @@ async def drive(
                 sent = time.perf_counter()
                 writer.write(requests[i % len(requests)])
                 await writer.drain()
-                statuses[await _answer(reader)] += 1
+                statuses[await read_answer(reader)] += 1
                 latencies.append(time.perf_counter() - sent)
                 i += concurrency
         finally:
@@ -192,7 +177,7 @@ def count_lines(directory: Path) -> int:
 def bench_receiver(ctx: BenchContext, report: Report) -> None:
     """Acknowledged deliveries/s and p50/p99 acknowledgement latency at 1, 16 and 64."""
     seconds = 3.0 if ctx.quick else 10.0
-    levels = (1, 16, 64)
+    levels = (1, 16, 64, 200)
     secret = f"whsec_bench_{secrets.token_hex(12)}"
     deliveries = signed_deliveries(secret, POOL)
     report.sizes.update(
@@ -230,6 +215,7 @@ def bench_receiver(ctx: BenchContext, report: Report) -> None:
                 )
                 if set(statuses) != {200}:
                     report.note(f"{label}: statuses {dict(statuses)}")
+            acknowledged += _with_stalled_clients(ready["url"], deliveries, report)
             child.stop(sig=0, timeout=30)
         final = next(
             (orjson.loads(s)["final"] for s in reversed(child.output) if s.startswith('{"final"')),
@@ -245,6 +231,35 @@ def bench_receiver(ctx: BenchContext, report: Report) -> None:
             target="True",
             ok=lines == acknowledged,
         )
+
+
+STALLED = 300
+#: Shorter than the receiver's header timeout (5 s), so the stalled clients stay connected.
+STALLED_SECONDS = 4.0
+
+
+def _with_stalled_clients(
+    url: str, deliveries: list[tuple[bytes, dict[str, str]]], report: Report
+) -> int:
+    """Concurrency 200 while STALLED clients hold connections with half-sent headers."""
+    parts = urlsplit(check_local(url))
+    stalled = []
+    try:
+        for _ in range(STALLED):
+            sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
+            sock.sendall(b"POST /webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
+            stalled.append(sock)
+        elapsed, latencies, statuses = asyncio.run(drive(url, deliveries, 200, STALLED_SECONDS))
+    finally:
+        for sock in stalled:
+            sock.close()
+    label = f"c=200, {STALLED} stalled clients connected"
+    p99 = percentile(latencies, 99)
+    report.add(f"{label}: acknowledged/s", rate(statuses[200], elapsed), "dlv/s")
+    report.add(f"{label}: ack p99", p99 * 1000, "ms", target="< 2000 ms (issue 14)", ok=p99 < 2.0)
+    if set(statuses) != {200}:
+        report.note(f"{label}: statuses {dict(statuses)}")
+    return statuses[200]
 
 
 BENCHES = [("receiver", bench_receiver)]

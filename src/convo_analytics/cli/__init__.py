@@ -23,6 +23,7 @@ from convo_analytics.cli._run_cmd import run
 from convo_analytics.cli._sandbox_cmd import sandbox_app
 from convo_analytics.cli._transform_cmd import export_app, serve, transform
 from convo_analytics.cli._webhooks_cmd import webhooks_app
+from convo_analytics.cli._webhooks_quarantine import quarantine_app
 
 __all__ = [
     "PROG_NAME",
@@ -40,6 +41,7 @@ app.add_typer(config_app, name="config")
 app.add_typer(auth_app, name="auth")
 app.add_typer(sandbox_app, name="sandbox")
 app.command("extract")(extract)
+webhooks_app.add_typer(quarantine_app, name="quarantine")
 app.add_typer(webhooks_app, name="webhooks")
 app.command("transform")(transform)
 app.add_typer(export_app, name="export")

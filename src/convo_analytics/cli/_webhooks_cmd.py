@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
@@ -16,6 +16,9 @@ from convo_analytics.cli._webhooks_serve import serve
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
+if TYPE_CHECKING:
+    from convo_analytics.webhooks import IngestOptions, IngestResult
+
 __all__ = ["webhooks_app"]
 
 webhooks_app = typer.Typer(
@@ -25,6 +28,33 @@ webhooks_app = typer.Typer(
 )
 webhooks_app.command("serve")(serve)
 ARCHIVE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".gz")
+
+
+def ingest_options(settings: Settings, *, full: bool = False) -> IngestOptions:
+    """The ingest's limits from the ``webhooks.*`` settings."""
+    from convo_analytics.webhooks import IngestOptions
+
+    return IngestOptions(
+        max_line_bytes=settings.get_int("webhooks.max_line_bytes"),
+        max_future_seconds=settings.get_int("webhooks.max_future_seconds"),
+        settle_seconds=settings.get_int("webhooks.settle_seconds"),
+        alarm_share=settings.get_float("webhooks.bad_signature_share"),
+        full=full,
+    )
+
+
+def secret_origin(settings: Settings, given: list[str] | None) -> str:
+    """Where the secrets come from, for the signature alarm (never the secrets)."""
+    if given:
+        return "--secret"
+    return settings.resolved("webhooks.secret").origin.replace("$", "")
+
+
+def print_alarm(result: IngestResult) -> None:
+    """The signature alarm's one line on stderr, then exit 1 (the run counts as failed)."""
+    if result.alarm is not None:
+        sys.stderr.write(f"error: {result.alarm}\n")
+        raise typer.Exit(1)
 
 
 def webhook_secrets(settings: Settings, given: list[str] | None) -> list[bytes]:
@@ -61,25 +91,35 @@ def archive_files(paths: list[Path]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
+SecretFlag = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--secret",
+        help="A webhook secret (repeatable, for rotation). Prefer "
+        "CONVO_WEBHOOK_SECRET: a flag shows in process listings.",
+    ),
+]
+DbFlag = Annotated[Path | None, typer.Option("--db", help="Warehouse file (DuckDB).")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")]
+
+
 @webhooks_app.command("ingest")
 def ingest_command(
     ctx: typer.Context,
     paths: Annotated[list[Path], typer.Argument(help="Archive files or folders of them.")],
-    secret: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--secret",
-            help="A webhook secret (repeatable, for rotation). Prefer "
-            "CONVO_WEBHOOK_SECRET: a flag shows in process listings.",
-        ),
-    ] = None,
-    db: Annotated[Path | None, typer.Option("--db", help="Warehouse file (DuckDB).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
+    secret: SecretFlag = None,
+    db: DbFlag = None,
+    as_json: JsonFlag = False,
+    full: Annotated[
+        bool,
+        typer.Option("--full", help="Read every file from its start, not only what is new."),
+    ] = False,
 ) -> None:
     """Verify, deduplicate and load webhook archives; quarantine what cannot be loaded.
 
     Every input line ends in exactly one of: loaded, duplicates (retries and
     replays), quarantined (with file, line and reason, in the quarantine table).
+    Only what is new since the last run is read (files remembered in ingest_files).
     Exit status 75 when another writer holds the warehouse.
     """
     settings = settings_from_context(ctx, {"warehouse.path": db})
@@ -88,17 +128,25 @@ def ingest_command(
     db_path = settings.require_path("warehouse.path")
     from convo_analytics.webhooks import ingest
 
+    options = ingest_options(settings, full=full)
     with warehouse_writer(settings, "convo webhooks ingest"):
-        result = ingest(files, keys, db_path)
+        result = ingest(files, keys, db_path, options, secret_hint=secret_origin(settings, secret))
     if as_json:
         sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
+        print_alarm(result)
         return
     out = Console(stderr=True, highlight=False, soft_wrap=True)
+    for changed in result.changed:
+        out.print(f"{changed['path']} changed since it was read ({changed['why']}): read again")
     quarantined = sum(result.quarantined.values())
     out.print(
-        f"ingested {result.files} file(s), {result.read} lines: {result.loaded} loaded, "
+        f"ingested {result.files} file(s) ({result.skipped} unchanged, skipped), "
+        f"{result.read} lines ({result.bytes_read:,} bytes): {result.loaded} loaded, "
         f"{result.duplicates} duplicates, {quarantined} quarantined in {result.seconds:.1f} s "
         f"-> {db_path}"
     )
     for reason, n in sorted(result.quarantined.items()):
-        out.print(f"  quarantined {reason}: {n} (see the quarantine table)")
+        out.print(f"  quarantined {reason}: {n} (see 'convo webhooks quarantine list')")
+    if result.held_back:
+        out.print(f"  {result.held_back} unterminated last line(s) left for a later run")
+    print_alarm(result)

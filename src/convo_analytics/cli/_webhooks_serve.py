@@ -65,7 +65,16 @@ def serve(
     from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
 
     config = ReceiverSettings(
-        archive_dir=directory, secrets=secrets, max_body_bytes=max_body_bytes, path=path
+        archive_dir=directory,
+        secrets=secrets,
+        max_body_bytes=max_body_bytes,
+        path=path,
+        body_timeout=settings.get_float("webhooks.body_timeout_seconds"),
+        max_future_seconds=settings.get_int("webhooks.max_future_seconds"),
+        alarm_share=settings.get_float("webhooks.bad_signature_share"),
+        secret_hint=settings.resolved("webhooks.secret").origin.replace("$", ""),
+        header_timeout=settings.get_float("webhooks.header_timeout_seconds"),
+        max_connections=settings.get_int("webhooks.max_connections"),
     )
     try:
         app = create_receiver_app(config)
@@ -86,9 +95,23 @@ def serve(
     out.print(f"archive: {shown_dir} (rejected deliveries: {shown_dir / 'quarantine'})")
     plural = "s" if len(secrets) > 1 else ""
     out.print(f"verifying with {len(secrets)} configured secret{plural}")
+    import logging
+
     import uvicorn
 
+    from convo_analytics.webhooks._server import connection_cap
+
+    cap, fd_limit = connection_cap(config.max_connections)
+    out.print(f"holding at most {cap} connections (file-descriptor limit {fd_limit})")
+    # The receiver's own warnings (the signature alarm, the connection cap) go to stderr.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=5,
+            **config.server_options(),
+        )
     )
     server.run(sockets=[sock])

@@ -92,6 +92,74 @@ SETTINGS: tuple[Setting, ...] = (
         help="Directory where received webhook deliveries are archived.",
         env_aliases=("CONVO_WEBHOOK_ARCHIVE_DIR",),
     ),
+    Setting(
+        "webhooks.max_line_bytes",
+        Kind.INT,
+        8 << 20,
+        help=(
+            "Archive lines longer than this many bytes are quarantined as too_large without "
+            "being loaded (8 MiB; the receiver caps bodies at 1 MiB)."
+        ),
+        minimum=1024,
+    ),
+    Setting(
+        "webhooks.max_future_seconds",
+        Kind.INT,
+        86_400,
+        help=(
+            "An event dated more than this many seconds after it was received (or, without "
+            "a time of receipt, after now) is quarantined as future_timestamp."
+        ),
+        minimum=0,
+    ),
+    Setting(
+        "webhooks.bad_signature_share",
+        Kind.FLOAT,
+        0.5,
+        help=(
+            "When every line of an ingest, or more than this share of them, fails the "
+            "signature check, the secret is most likely wrong: the run says so and exits 1."
+        ),
+        minimum=0.0,
+        maximum=1.0,
+    ),
+    Setting(
+        "webhooks.settle_seconds",
+        Kind.INT,
+        600,
+        help=(
+            "A plain archive file changed within this many seconds may still be being "
+            "written: its last line without a newline is left for a later run."
+        ),
+        minimum=0,
+    ),
+    Setting(
+        "webhooks.header_timeout_seconds",
+        Kind.FLOAT,
+        5.0,
+        help=(
+            "The receiver drops a connection whose request headers have not all arrived "
+            "within this many seconds (of connecting, or of its previous answer)."
+        ),
+        minimum=0.1,
+    ),
+    Setting(
+        "webhooks.body_timeout_seconds",
+        Kind.FLOAT,
+        10.0,
+        help="The receiver answers 408 and closes when a body takes longer than this to arrive.",
+        minimum=0.1,
+    ),
+    Setting(
+        "webhooks.max_connections",
+        Kind.INT,
+        1000,
+        help=(
+            "Connections the receiver holds open at most (kept below the process's "
+            "file-descriptor limit); beyond it new ones are answered 503 and closed."
+        ),
+        minimum=1,
+    ),
     # -- warehouse: the local analytics database ---------------------------------
     Setting(
         "warehouse.path",

@@ -294,8 +294,19 @@ def guardrail_report(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str, pl
     }
 
 
+def _open_rows(con: duckdb.DuckDBPyConnection) -> str:
+    """The filter for open quarantine rows; a snapshot published before schema 4 has no
+    resolved rows (nor the column)."""
+    found = con.execute(
+        "SELECT count(*) FROM information_schema.columns "
+        "WHERE table_name = 'quarantine' AND column_name = 'resolved_at'"
+    ).fetchall()
+    return "WHERE resolved_at IS NULL" if found[0][0] else ""
+
+
 def pipeline_status(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
-    """Freshness (last successful runs, bookmarks), run history and quarantine."""
+    """Freshness (last successful runs, bookmarks), run history and the open quarantine (rows
+    a replay or a later read has loaded since are resolved, not counted)."""
     runs = read_frame(
         con,
         """SELECT 'nightly run' AS step, run_id, failed_step AS part, started_at, finished_at,
@@ -329,6 +340,7 @@ def pipeline_status(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
         "quarantine": read_frame(
             con,
             "SELECT reason, count(*) AS lines, count(DISTINCT source_file) AS files, "
-            "max(quarantined_at) AS last_seen FROM quarantine GROUP BY reason ORDER BY lines DESC",
+            f"max(quarantined_at) AS last_seen FROM quarantine {_open_rows(con)} "
+            "GROUP BY reason ORDER BY lines DESC",
         ),
     }

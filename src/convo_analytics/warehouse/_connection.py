@@ -11,13 +11,14 @@ from pathlib import Path
 import duckdb
 
 from convo_analytics.errors import UserError
+from convo_analytics.warehouse._ingest_tables import INGEST_TABLES
 from convo_analytics.warehouse._marts import MART_TABLES
 from convo_analytics.warehouse._runs import PIPELINE_RUNS
 from convo_analytics.warehouse._tables import ALL_TABLES as SOURCE_TABLES
 from convo_analytics.warehouse._tables import SCHEMA_VERSION, Table
 
-#: Every table of the warehouse: what extract and ingest load, then the marts.
-ALL_TABLES = (*SOURCE_TABLES, *MART_TABLES, PIPELINE_RUNS)
+#: Every table of the warehouse: what extract and ingest load, the ingest's own, the marts.
+ALL_TABLES = (*SOURCE_TABLES, *INGEST_TABLES, *MART_TABLES, PIPELINE_RUNS)
 
 
 class WarehouseBusy(UserError):
@@ -70,6 +71,10 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         from convo_analytics.warehouse._upgrade import backfill_detail_children
 
         backfill_detail_children(con)
+    if 0 < before < 4:
+        from convo_analytics.warehouse._upgrade import backfill_canonical_keys
+
+        backfill_canonical_keys(con)
     con.execute(
         "INSERT INTO schema_version VALUES (?, now()) ON CONFLICT DO NOTHING", [SCHEMA_VERSION]
     )

@@ -34,6 +34,7 @@ STAGE_SCHEMA = pa.schema(
         ("ord", pa.int64()),
         ("source_file", pa.string()),
         ("source_line", pa.int64()),
+        ("source_offset", pa.int64()),
         ("body", pa.binary()),
         ("idempotency_key", pa.string()),
         ("content_hash", pa.string()),
@@ -52,6 +53,8 @@ QUARANTINE_SCHEMA = pa.schema(
         ("reason", pa.string()),
         ("detail", pa.string()),
         ("excerpt", pa.string()),
+        ("line_offset", pa.int64()),
+        ("line", pa.binary()),
     ]
 )
 
@@ -65,17 +68,54 @@ class ChunkCounts:
     types: Counter[str] = field(default_factory=Counter)
 
 
-def quarantine(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: str, now: datetime) -> None:
-    """Store quarantined lines (a line already quarantined by an earlier run stays as it was)."""
+def quarantine(
+    con: duckdb.DuckDBPyConnection,
+    rows: pa.Table,
+    run_id: str,
+    now: datetime,
+    *,
+    replace: bool = False,
+) -> None:
+    """Store quarantined lines. A line already quarantined by an earlier run stays as it
+    was; with ``replace`` (a replay read it again) its row takes the new reason and stays
+    open."""
     if rows.num_rows == 0:
         return
     con.register("q_rows", rows)
+    conflict = (
+        "DO UPDATE SET reason = excluded.reason, detail = excluded.detail, "
+        "ingest_run_id = excluded.ingest_run_id"
+        if replace
+        else "DO NOTHING"
+    )
     con.execute(
-        "INSERT INTO quarantine SELECT source_file, source_line, reason, detail, excerpt, ?, ? "
-        "FROM q_rows ON CONFLICT DO NOTHING",
+        "INSERT INTO quarantine (source_file, source_line, reason, detail, excerpt, "
+        "ingest_run_id, quarantined_at, line_offset, line) "
+        "SELECT source_file, source_line, reason, detail, excerpt, ?, ?, line_offset, line "
+        f"FROM q_rows ON CONFLICT (source_file, source_line) {conflict}",
         [run_id, now],
     )
     con.unregister("q_rows")
+
+
+def resolve_quarantined(
+    con: duckdb.DuckDBPyConnection, run_id: str, now: datetime, *, stored_lines: bool
+) -> None:
+    """Close the open quarantine rows of this chunk's lines that now loaded (a new event) or
+    were recognised (a duplicate). ``stored_lines=False`` (an ingest reading a file): only
+    rows whose line was not kept (a broken-off gzip, a line DuckDB refused), which a later
+    read of the file is the way to load; a replay resolves the rows it read."""
+    where = "" if stored_lines else "AND q.line IS NULL"
+    con.execute(
+        f"""UPDATE quarantine q SET resolved_at = ?, resolved_by = ?,
+               resolution = CASE WHEN e.duplicate THEN 'duplicate' ELSE 'loaded' END
+            FROM (SELECT source_file, source_line,
+                         ord IN (SELECT ord FROM ev_chunk_dups) AS duplicate
+                  FROM ev_chunk WHERE problem IS NULL) e
+            WHERE q.source_file = e.source_file AND q.source_line = e.source_line
+              AND q.resolved_at IS NULL {where}""",
+        [now, run_id],
+    )
 
 
 #: Rows per Arrow record batch handed to DuckDB: it scans one batch per thread.
@@ -83,8 +123,16 @@ _BATCH = 16_384
 
 
 def load_events(
-    con: duckdb.DuckDBPyConnection, stage: pa.Table, run_id: str, now: datetime
+    con: duckdb.DuckDBPyConnection,
+    stage: pa.Table,
+    run_id: str,
+    now: datetime,
+    *,
+    resolve: bool = False,
+    stored_lines: bool = False,
 ) -> ChunkCounts:
+    """Store a chunk's verified lines; ``resolve``: close open quarantine rows of lines that
+    load now (see :func:`resolve_quarantined`)."""
     counts = ChunkCounts()
     if stage.num_rows == 0:
         return counts
@@ -114,7 +162,7 @@ def load_events(
         """SELECT source_file, source_line, problem,
                   CASE problem WHEN 'bad_timestamp' THEN 'timestamp: ' || timestamp_text
                                ELSE 'the delivery body is not a JSON event' END,
-                  left(COALESCE(payload, ''), 2000)
+                  left(COALESCE(payload, ''), 2000), source_offset, NULL::BLOB
            FROM ev_chunk WHERE problem IS NOT NULL"""
     ).to_arrow_table()
     if bad.num_rows:
@@ -175,8 +223,21 @@ def load_events(
             counts.loaded += int(n)
             counts.readings[str(reading)] += int(n)
             counts.types[str(kind)] += int(n)
+    if resolve and _has_open(con, stored_lines):
+        resolve_quarantined(con, run_id, now, stored_lines=stored_lines)
     _fan_out(con)
     return counts
+
+
+def _has_open(con: duckdb.DuckDBPyConnection, stored_lines: bool) -> bool:
+    """Whether any open quarantine row could be this chunk's (its file's, of the kind a
+    read resolves), so that the update is skipped in the usual case."""
+    extra = "" if stored_lines else "AND line IS NULL"
+    row = con.execute(
+        f"""SELECT count(*) FROM quarantine WHERE resolved_at IS NULL {extra}
+            AND source_file IN (SELECT DISTINCT source_file FROM ev_chunk)"""
+    ).fetchall()
+    return bool(row[0][0])
 
 
 # -- per-kind tables -------------------------------------------------------------------------

@@ -17,7 +17,10 @@ from convo_analytics.contract._summary import SummaryMetrics
 #: 2: conversation details' escalations and guardrail events got their own tables.
 #: 3: the raw payloads, their hashes and the message text are stored with zstd (the
 #: tables of an older file are rebuilt when opened, see ``upgrade_tables``).
-SCHEMA_VERSION = 3
+#: 4: quarantine rows keep their line and how they were resolved; ingest_files remembers
+#: how far each archive file was read; an event's content hash is that of its canonical
+#: form (the keys of events stored before are added, see ``backfill_canonical_keys``).
+SCHEMA_VERSION = 4
 
 #: Large, distinct text (JSON bodies, keys, hashes): zstd stores it in about half the
 #: space of DuckDB's own choice (dictionary and FSST) for less CPU while loading.
@@ -379,7 +382,13 @@ EVENTS = Table(
             doc="the delivery's Idempotency-Key header",
             compression=_ZSTD,
         ),
-        Column("content_hash", "VARCHAR", doc="sha256 of the signed bytes", compression=_ZSTD),
+        Column(
+            "content_hash",
+            "VARCHAR",
+            doc="sha256 of the event's canonical form: its body without `signature`, keys "
+            "sorted, compact (before schema 4: of the signed bytes)",
+            compression=_ZSTD,
+        ),
         Column(
             "signature_reading",
             "VARCHAR",
@@ -422,49 +431,6 @@ EVENT_KEYS = Table(
     "replay (same content) is recognised across files and runs (unique by construction, "
     "without an index).",
     indexed=False,
-)
-
-QUARANTINE = Table(
-    "quarantine",
-    (
-        Column("source_file", "VARCHAR NOT NULL", doc="the archive file"),
-        Column("source_line", "BIGINT NOT NULL", doc="1-based line number"),
-        Column(
-            "reason",
-            "VARCHAR",
-            doc="malformed_json, bad_encoding, truncated_gzip, "
-            "not_an_event, malformed_body, unsigned, bad_signature, bad_timestamp, "
-            "empty_line, unreadable_file",
-        ),
-        Column("detail", "VARCHAR", doc="what exactly was wrong"),
-        Column("excerpt", "VARCHAR", doc="the start of the line (at most 2,000 characters)"),
-        Column("ingest_run_id", "VARCHAR"),
-        Column("quarantined_at", _TS),
-    ),
-    ("source_file", "source_line"),
-    "Input lines that could not be loaded, with the reason; re-ingesting a file does not "
-    "add them again.",
-)
-
-INGEST_RUNS = Table(
-    "ingest_runs",
-    (
-        Column("ingest_run_id", "VARCHAR NOT NULL"),
-        Column("started_at", _TS),
-        Column("finished_at", _TS),
-        Column("status", "VARCHAR", doc="running, ok or failed"),
-        Column("files", "INTEGER"),
-        Column("lines_read", "BIGINT", doc="input lines read"),
-        Column("loaded", "BIGINT", doc="new events stored"),
-        Column("duplicates", "BIGINT", doc="retries and replays recognised"),
-        Column("quarantined", "BIGINT"),
-        Column("quarantined_by_reason", "JSON"),
-        Column("readings", "JSON", doc="loaded events by signature reading"),
-        Column("duration_seconds", "DOUBLE"),
-        Column("error", "VARCHAR"),
-    ),
-    ("ingest_run_id",),
-    "One row per `convo webhooks ingest` run.",
 )
 
 
@@ -588,6 +554,5 @@ EVENT_TABLES = (
 ALL_TABLES = (
     RAW_CONVERSATIONS, RAW_CONVERSATION_DETAILS, RAW_LEADS, RAW_SERVICE_SUMMARIES,
     CONVERSATIONS, MESSAGES, CONVERSATION_ESCALATIONS, CONVERSATION_GUARDRAIL_EVENTS, LEADS,
-    SERVICE_SUMMARIES, BOOKMARKS, EXTRACT_RUNS, STREAM_SCHEMAS, EVENTS, EVENT_KEYS, QUARANTINE,
-    INGEST_RUNS, *EVENT_TABLES,
+    SERVICE_SUMMARIES, BOOKMARKS, EXTRACT_RUNS, STREAM_SCHEMAS, EVENTS, EVENT_KEYS, *EVENT_TABLES,
 )  # fmt: skip

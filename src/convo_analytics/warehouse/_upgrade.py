@@ -47,3 +47,32 @@ def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"DROP TABLE upgrade_details_{child}")
     con.execute("DROP TABLE upgrade_details")
     con.execute("DROP TABLE applied_details")
+
+
+def backfill_canonical_keys(con: duckdb.DuckDBPyConnection) -> None:
+    """Add each stored event's canonical content hash to ``event_keys`` (schema 4).
+
+    Before schema 4 an event was known by the hash of its signed bytes; it is now known
+    by that of its canonical form, so that a replay serialised another way is
+    recognised. Without this, a file read again after the upgrade would load its events
+    a second time (its lines' new keys unknown).
+    """
+    import orjson
+    import pyarrow as pa
+
+    from convo_analytics.webhooks._body import content_hash
+
+    reader = con.cursor()
+    batches = reader.sql("SELECT event_id, payload FROM events").to_arrow_reader(50_000)
+    with transaction(con):
+        for batch in batches or ():
+            ids = batch.column(0).to_pylist()
+            keys = [content_hash(orjson.loads(text)) for text in batch.column(1).to_pylist()]
+            con.register("upgrade_keys", pa.table({"key": keys, "event_id": ids}))
+            con.execute(
+                """INSERT INTO event_keys
+                   SELECT key, any_value(event_id) FROM upgrade_keys
+                   ANTI JOIN event_keys USING (key) GROUP BY key"""
+            )
+            con.unregister("upgrade_keys")
+    reader.close()

@@ -2,8 +2,10 @@
 
 from convo_analytics.webhooks._archive import archive_line, parse_archive_line
 from convo_analytics.webhooks._archive_writer import ArchiveWriter
-from convo_analytics.webhooks._ingest import IngestResult, ingest
+from convo_analytics.webhooks._ingest import IngestOptions
+from convo_analytics.webhooks._quarantine import purge, quarantine_counts, replay
 from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
+from convo_analytics.webhooks._run import IngestResult, ingest, signature_alarm
 from convo_analytics.webhooks._signature import (
     SIGNATURE_PREFIX,
     append_signature,
@@ -24,6 +26,7 @@ __all__ = [
     "SIGNATURE_HEADERS",
     "SIGNATURE_PREFIX",
     "ArchiveWriter",
+    "IngestOptions",
     "IngestResult",
     "ReceiverSettings",
     "Verification",
@@ -32,8 +35,12 @@ __all__ = [
     "create_receiver_app",
     "ingest",
     "parse_archive_line",
+    "purge",
+    "quarantine_counts",
+    "replay",
     "secret_keys",
     "sign",
+    "signature_alarm",
     "strip_signature",
     "verify",
     "verify_delivery",

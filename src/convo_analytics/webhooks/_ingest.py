@@ -1,4 +1,4 @@
-"""``convo webhooks ingest``: webhook archives into the warehouse, every line accounted for.
+"""Turning an archive file's lines into chunks: verified events staged, the others quarantined.
 
 An input line ends in exactly one place: loaded (a new event), recognised as a
 duplicate (a retry or replay of an event already stored), or quarantined with
@@ -7,12 +7,11 @@ receiver archives it (headers and raw body, decision D-ARCHIVE-FORMAT) and a
 bare event body carrying its ``signature`` field (a service's export of its
 delivery log). Files may be plain or gzip JSON lines; they are never modified.
 
-Python does per line only what must be exact: verify the HMAC and hash the
-signed bytes. The file is read in large blocks whose common lines DuckDB takes
-apart in bulk (``_lines``); the other lines take the general path here, line
-by line. The event bodies then go to DuckDB in chunks of more than a row
-group, where they are validated, deduplicated and typed in SQL, on a thread of
-their own while Python reads the next chunk.
+Python does per line only what must be exact: read the body strictly
+(D-ONE-READING), verify the HMAC, check the event's time and hash its
+canonical form. The common line is decided inline by a shortcut; every other
+line takes the general path here, line by line. The run itself (files in
+order, the loader thread, ``ingest_runs``) is in ``_run.py``.
 """
 
 from __future__ import annotations
@@ -21,53 +20,62 @@ import base64
 import functools
 import hashlib
 import hmac
-import queue
-import secrets as _secrets
-import threading
-import time
-from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
 import pyarrow as pa
 
-from convo_analytics.webhooks._lines import UNTERMINATED, Block, read_blocks
+from convo_analytics.webhooks._body import (
+    NON_FINITE,
+    content_hash,
+    read_body,
+    received_reference,
+    stamp,
+    timestamp_problem,
+)
+from convo_analytics.webhooks._files import Plan, finish_state, next_state
+from convo_analytics.webhooks._lines import (
+    EXCERPT,
+    HUGE_LINE,
+    MAX_LINE,
+    TAIL,
+    ArchiveReader,
+    Block,
+    LongLine,
+)
 from convo_analytics.webhooks._signature import MEMBER_HEAD, MEMBER_LEN, SIGNATURE_PREFIX
-from convo_analytics.webhooks._verify import SIGNATURE_HEADERS, Verifier
+from convo_analytics.webhooks._verify import SIGNATURE_HEADERS, Verification, Verifier
 
 CHUNK_LINES = 245_760
-EXCERPT = 2000
+#: A chunk is handed over before its lines pass this many bytes (a chunk of the usual
+#: lines of about 700 bytes is 170 MB) ...
+CHUNK_BYTES = 256 << 20
+#: ... or before its lines over LARGE_LINE pass this many: DuckDB's memory for a chunk
+#: grows with its long strings far more than with short ones (measured at the 256 MB limit
+#: the ingest sets: 100 MiB of 10 KB bodies load, of 25 KB bodies do not; two 6 MiB bodies
+#: do not), and a line over HUGE_LINE goes alone (D-LINE-LIMIT).
+LARGE_BUDGET = 8 << 20
 
 
-@dataclass
-class IngestResult:
-    run_id: str
-    files: int = 0
-    read: int = 0
-    loaded: int = 0
-    duplicates: int = 0
-    quarantined: Counter[str] = field(default_factory=Counter)
-    readings: Counter[str] = field(default_factory=Counter)
-    types: Counter[str] = field(default_factory=Counter)
-    seconds: float = 0.0
+@dataclass(frozen=True, slots=True)
+class IngestOptions:
+    """The ingest's limits (settings ``webhooks.*``; docs/configuration.md)."""
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "runId": self.run_id,
-            "files": self.files,
-            "read": self.read,
-            "loaded": self.loaded,
-            "duplicates": self.duplicates,
-            "quarantined": dict(sorted(self.quarantined.items())),
-            "signatureReadings": dict(sorted(self.readings.items())),
-            "eventTypes": dict(sorted(self.types.items())),
-            "durationSeconds": round(self.seconds, 3),
-        }
+    max_line_bytes: int = MAX_LINE
+    max_future_seconds: float = 86_400.0
+    settle_seconds: float = 600.0
+    alarm_share: float = 0.5
+    full: bool = False
+    chunk_lines: int = CHUNK_LINES
+    chunk_bytes: int = CHUNK_BYTES
+
+    @property
+    def max_future(self) -> timedelta:
+        return timedelta(seconds=self.max_future_seconds)
 
 
 class _Chunk:
@@ -80,12 +88,20 @@ class _Chunk:
         self.batches: list[pa.RecordBatch] = []  # staged rows already converted, in order
         self.quarantined: dict[str, list[Any]] = {name: [] for name in _QUARANTINE_COLUMNS}
         self.count = 0  # input lines, counting a damaged gzip's end as one
+        self.bytes = 0  # bytes of the lines read into it
+        self.large = 0  # of which in lines over LARGE_LINE
+        self.huge = False  # it holds a line over HUGE_LINE (then alone)
+        self.state: Any = None  # the file's ingest_files row once this chunk is stored
+        self.final = False  # the file's last chunk (its state is the file's after this read)
 
-    def reject(self, line_no: int, reason: str, detail: str, raw: bytes) -> None:
+    def reject(
+        self, line_no: int, reason: str, detail: str, raw: bytes, offset: int | None,
+        whole: bool = True,
+    ) -> None:  # fmt: skip
+        """Quarantine a line; ``whole``: keep the whole line for a replay (not a long one)."""
         excerpt = raw[:EXCERPT].decode("utf-8", "backslashreplace")
-        for name, value in zip(
-            _QUARANTINE_COLUMNS, (self.source, line_no, reason, detail, excerpt), strict=True
-        ):
+        values = (self.source, line_no, reason, detail, excerpt, offset, raw if whole else None)
+        for name, value in zip(_QUARANTINE_COLUMNS, values, strict=True):
             self.quarantined[name].append(value)
 
     def flush(self) -> None:
@@ -122,10 +138,13 @@ class _Chunk:
 
 #: The staged columns built line by line (ord and source_file are filled per chunk).
 _STAGE_COLUMNS = (
-    "source_line", "body", "idempotency_key", "content_hash", "signature_reading",
-    "signature_source", "secret_index", "delivery_id", "attempt", "received_at",
+    "source_line", "source_offset", "body", "idempotency_key", "content_hash",
+    "signature_reading", "signature_source", "secret_index", "delivery_id", "attempt",
+    "received_at",
 )  # fmt: skip
-_QUARANTINE_COLUMNS = ("source_file", "source_line", "reason", "detail", "excerpt")
+_QUARANTINE_COLUMNS = (
+    "source_file", "source_line", "reason", "detail", "excerpt", "line_offset", "line",
+)  # fmt: skip
 
 
 @functools.cache
@@ -157,55 +176,160 @@ def _text(value: Any) -> str | None:
 
 
 class Ingester:
-    """Turns a file's lines into chunks: verified deliveries staged, the others quarantined."""
+    """Reads a file's lines into chunks: verified deliveries staged, the others quarantined."""
 
     #: Decide the common line by the shortcut (False: every line by the general path).
     shortcut = True
 
-    def __init__(self, secrets: Sequence[bytes], chunk_lines: int = CHUNK_LINES) -> None:
+    def __init__(
+        self, secrets: Sequence[bytes], now: datetime, options: IngestOptions | None = None
+    ) -> None:
+        self.options = options or IngestOptions()
         self.verifier = Verifier(secrets)
-        self.chunk_lines = chunk_lines
         self.pads = self.verifier.pads(0) if secrets else None
+        self.now = now
+        self.now_text = stamp(now)
 
-    def read_file(self, path: Path, source: str) -> Iterator[_Chunk]:
-        chunk = _Chunk(source, 1)
-        for block, end in read_blocks(path):
-            if block is not None:
-                self._block(chunk, block)
-                chunk.flush()
-            elif end is not None and end != UNTERMINATED:
-                chunk.reject(chunk.first_line_no + chunk.count, "truncated_gzip", end, b"")
+    def read_file(self, plan: Plan, run_id: str) -> Iterator[_Chunk]:
+        """The file's lines from where ``plan`` says, as chunks; the last one carries the
+        file's state (ingest_files) after this read, and each earlier one the state at its
+        end, so that a run killed between two chunks resumes exactly after the first."""
+        reader = self._open(plan)
+        with reader:
+            first = plan.first_line
+            chunk = _Chunk(plan.source, first)
+            tail = b""  # the stream's last bytes read: the prefix's until a line is read
+            lines = first - 1  # lines of the file read, up to the last one handed over
+            # whether the last line read had no newline: until a line is read, as the last
+            # read left it, unless the newline that ends that line has come since
+            unterminated = bool(plan.start and plan.state and plan.state.ended_unterminated)
+            end = plan.start
+            for item in reader.items():
+                if lines < first:  # the prefix is known (with a newline skipped) once reading
+                    tail = reader.prefix_tail
+                if chunk.count and self._full_before(chunk, item):
+                    yield self._handed(chunk, plan, run_id, end, lines, tail, unterminated)
+                    chunk = _Chunk(plan.source, chunk.first_line_no + chunk.count)
+                line_no = chunk.first_line_no + chunk.count
+                end = item.end
+                if isinstance(item, Block):
+                    chunk.large += item.large
+                    chunk.huge = chunk.huge or item.large > HUGE_LINE
+                    self._block(chunk, item)
+                    chunk.flush()
+                    data = item.data
+                    tail = data[-TAIL:] if len(data) >= TAIL else (tail + data)[-TAIL:]
+                    chunk.bytes += len(data)
+                    lines += len(item)
+                    unterminated = not item.terminated
+                else:
+                    limit = self.options.max_line_bytes
+                    detail = f"the line is {item.size:,} bytes, over webhooks.max_line_bytes "
+                    detail += f"({limit:,})"
+                    chunk.reject(line_no, "too_large", detail, item.head, item.offset, False)
+                    chunk.count += 1
+                    tail = (tail + item.tail)[-TAIL:]
+                    lines += 1
+                    unterminated = not item.terminated
+                if chunk.count >= self.options.chunk_lines:
+                    yield self._handed(chunk, plan, run_id, end, lines, tail, unterminated)
+                    chunk = _Chunk(plan.source, chunk.first_line_no + chunk.count)
+            unterminated = unterminated and (lines >= first or reader.skip_newline)
+            if lines < first:
+                tail = reader.prefix_tail
+            if reader.problem is not None:
+                line_no = chunk.first_line_no + chunk.count
+                chunk.reject(line_no, "truncated_gzip", reader.problem, b"", None, False)
                 chunk.count += 1
-            if chunk.count >= self.chunk_lines:
-                yield chunk
-                chunk = _Chunk(source, chunk.first_line_no + chunk.count)
-        if chunk.count:
+            state = next_state(
+                plan, run_id, self.now, offset=reader.position, lines=lines, tail=tail,
+                ended_unterminated=unterminated,
+            )  # fmt: skip
+            complete = reader.problem is None and not reader.held_back
+            chunk.state = finish_state(
+                state, plan.path, complete=complete, held_back=reader.held_back
+            )
+            chunk.final = True
             yield chunk
 
+    def _handed(
+        self, chunk: _Chunk, plan: Plan, run_id: str, end: int, lines: int, tail: bytes,
+        unterminated: bool,
+    ) -> _Chunk:  # fmt: skip
+        """The chunk, with its file's state at its end (stream offset ``end``, ``lines`` read)."""
+        chunk.state = next_state(
+            plan, run_id, self.now, offset=end, lines=lines, tail=tail,
+            ended_unterminated=unterminated,
+        )  # fmt: skip
+        return chunk
+
+    def _full_before(self, chunk: _Chunk, item: Block | LongLine) -> bool:
+        """Whether ``chunk`` goes to DuckDB before ``item``: it holds a huge line, or the item
+        is one, or the item's long lines would pass LARGE_BUDGET, or its bytes CHUNK_BYTES."""
+        if not isinstance(item, Block):
+            return False
+        return (
+            chunk.huge
+            or item.large > HUGE_LINE
+            or chunk.large + item.large > LARGE_BUDGET
+            or chunk.bytes + len(item.data) > self.options.chunk_bytes
+        )
+
+    def _open(self, plan: Plan) -> ArchiveReader:
+        """A reader at the plan's start, the start checked against what the last read saw;
+        where it does not match, the file is read from its beginning (plan says why)."""
+        options = self.options
+        if plan.start and plan.state is not None:
+            state = plan.state
+            reader = ArchiveReader(
+                plan.path, start=plan.start, max_line=options.max_line_bytes,
+                settle_seconds=options.settle_seconds, skip_newline=state.ended_unterminated,
+            )  # fmt: skip
+            continuing = plan.action == "continue"
+            prefix = reader.prefix(state.head_bytes if continuing else 0)
+            if (
+                prefix is not None
+                and prefix[1] == state.stream_tail_hash
+                and (not continuing or prefix[0] == state.head_hash)
+            ):
+                return reader
+            reader.close()
+            plan.why = "the bytes before where the last read ended are not what they were"
+            plan.action = "new" if continuing else "changed"
+            plan.start, plan.first_line, plan.state = 0, 1, None
+        return ArchiveReader(
+            plan.path, max_line=options.max_line_bytes, settle_seconds=options.settle_seconds
+        )
+
     def _block(self, chunk: _Chunk, block: Block) -> None:
-        """A block's lines: the common line by the shortcut, every other one by _line.
+        """A block's lines: the common line by the shortcut, every other one by read_line.
 
         The common line is what the service sends: a JSON object, either a delivery as
         the receiver archives it (a headers object with lower-case names and a string
-        body) or a bare event body, whose body ends with the ``signature`` member as
-        append_signature writes it, with every signature header present repeating that
-        member, and whose body without the member the first secret verifies. Then every
-        claim is written in the body, so the raw reading cannot match (Verifier._match),
-        and the stripped reading under the first secret is the first one tried: the
-        shortcut reaches the general verifier's decision (the first header present, else
-        the field) at a fraction of its cost. Anything else takes the general path.
+        body) or a bare event body, whose body is compact JSON as orjson writes it (so
+        it has no repeated key and no number that is not finite, D-ONE-READING) ending
+        with the ``signature`` member as append_signature writes it, with every
+        signature header present repeating that member, whose body without the member
+        the first secret verifies, and whose timestamp, written as the sandbox writes
+        it (``stamp``, which compares as text in time order), is not after the line's
+        receipt, itself a stamp before now (or now, for a bare body). Then every claim is
+        written in the body, so the raw reading cannot match (Verifier._match), and the stripped
+        reading under the first secret is the first one tried: the shortcut reaches the
+        general path's decision at a fraction of its cost. Anything else takes the
+        general path.
         """
-        offsets, data, terminated = block.offsets, block.data, block.terminated
+        offsets, data, terminated, base = block.offsets, block.data, block.terminated, block.start
         view = memoryview(data)
         first = chunk.first_line_no + chunk.count
         chunk.count += len(block)
         if self.pads is None or not self.shortcut:
             for i in range(len(block)):
                 text, newline = block.line(i)
-                self._line(chunk, first + i, text, newline)
+                self.read_line(chunk, first + i, text, newline, base + offsets[i])
             return
         staged = chunk.staged
         add_line, add_body = staged["source_line"].append, staged["body"].append
+        add_offset = staged["source_offset"].append
         add_key, add_hash = staged["idempotency_key"].append, staged["content_hash"].append
         add_reading = staged["signature_reading"].append
         add_source = staged["signature_source"].append
@@ -214,8 +338,10 @@ class Ingester:
         add_received = staged["received_at"].append
         inner, outer = self.pads
         inner_copy, outer_copy, sha256, same = inner.copy, outer.copy, hashlib.sha256, _same
-        loads, head, member, value_len, brace = orjson.loads, MEMBER_HEAD, MEMBER_LEN, _VALUE, b"}"
+        loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
+        head, member, value_len, brace = MEMBER_HEAD, MEMBER_LEN, _VALUE, b"}"
         text_of, names, first_name = _text, _SIGNATURE_NAMES, SIGNATURE_HEADERS[0]
+        now_text = self.now_text
         cut = 1 if terminated else 0
         for i in range(len(block)):
             start, end = offsets[i], offsets[i + 1] - cut
@@ -225,6 +351,7 @@ class Ingester:
             except (orjson.JSONDecodeError, AttributeError):
                 record = None
             source = "field"
+            event: Any = None
             if record is None:
                 pass
             elif type(body_text) is str and type(headers := record.get("headers")) is dict:
@@ -240,6 +367,10 @@ class Ingester:
                     elif names.intersection(headers):
                         source = next(n for n in SIGNATURE_HEADERS if n in headers)
                     received = text_of(record.get("receivedAt"))
+                    try:
+                        event = loads(body_text)
+                    except orjson.JSONDecodeError:
+                        record = None
             elif (
                 body_text is None
                 and record.get("bodyBase64") is None
@@ -247,9 +378,34 @@ class Ingester:
             ):
                 headers, received = _NO_HEADERS, None
                 body = data[start:end].rstrip(b"\r")
+                event = record
             else:
                 record = None
-            if record is not None and body[-member:-_DIGEST] == head and body[-2:] == b'"}':
+            # the time: a stamp not after its bound (any other form: the general path); a stamp
+            # is 24 characters ending in Z (written out, not called: this is the hot loop)
+            if (
+                record is not None
+                and type(event) is dict
+                and body[-member:-_DIGEST] == head
+                and body[-2:] == b'"}'
+                and type(ts := event.get("timestamp")) is str
+                and len(ts) == 24
+                and ts[23] == "Z"
+                and ts[10] == "T"
+                and ts
+                <= (
+                    now_text
+                    if received is None
+                    else received
+                    if type(received) is str
+                    and len(received) == 24
+                    and received[23] == "Z"
+                    and received[10] == "T"
+                    and received < now_text
+                    else ""
+                )
+                and dumps(event) == body
+            ):
                 signed = memoryview(body)[:-member]
                 mac = inner_copy()
                 mac.update(signed)
@@ -257,12 +413,12 @@ class Ingester:
                 out = outer_copy()
                 out.update(mac.digest())
                 if same(out.hexdigest().encode(), body[-_DIGEST:-2]):
-                    content = sha256(signed)
-                    content.update(brace)
+                    del event["signature"]
                     add_line(first + i)
+                    add_offset(base + start)
                     add_body(body)
                     add_key(text_of(headers.get("idempotency-key")) or None)
-                    add_hash(content.hexdigest())
+                    add_hash(sha256(dumps(event, option=sort)).hexdigest())
                     add_reading("stripped")
                     add_source(source)
                     add_secret(0)
@@ -271,13 +427,16 @@ class Ingester:
                     add_received(received)
                     continue
             text, newline = block.line(i)
-            self._line(chunk, first + i, text, newline)
+            self.read_line(chunk, first + i, text, newline, base + start)
 
-    def _line(self, chunk: _Chunk, line_no: int, text: bytes, newline: bytes) -> None:
+    def read_line(
+        self, chunk: _Chunk, line_no: int, text: bytes, newline: bytes, offset: int | None
+    ) -> None:
         """One line (``text`` without its newline): staged when verified, else quarantined."""
+        raw = text + newline
         line = text.rstrip(b"\r")
         if not line.strip():
-            chunk.reject(line_no, "empty_line", "the line is blank", text + newline)
+            chunk.reject(line_no, "empty_line", "the line is blank", raw, offset)
             return
         try:
             record = orjson.loads(line)
@@ -285,16 +444,19 @@ class Ingester:
             try:
                 line.decode("utf-8")
             except UnicodeDecodeError:
-                chunk.reject(line_no, "bad_encoding", "the line is not UTF-8", text + newline)
+                chunk.reject(line_no, "bad_encoding", "the line is not UTF-8", raw, offset)
                 return
-            chunk.reject(line_no, "malformed_json", str(exc)[:200], text + newline)
+            # a bare event body with NaN or 1e400 in it is that, not just a broken line
+            if (strict := read_body(line)).problem == NON_FINITE:
+                chunk.reject(line_no, NON_FINITE, strict.detail, raw, offset)
+                return
+            chunk.reject(line_no, "malformed_json", str(exc)[:200], raw, offset)
             return
         if not isinstance(record, dict):
-            chunk.reject(line_no, "not_an_event", "the line is not a JSON object", text + newline)
+            chunk.reject(line_no, "not_an_event", "the line is not a JSON object", raw, offset)
             return
         headers: dict[str, str] = {}
         received_at = None
-        parsed: Any = None
         # A member that is null counts as absent (as in the shortcut, _block).
         if record.get("headers") is not None and (
             record.get("body") is not None or record.get("bodyBase64") is not None
@@ -308,188 +470,56 @@ class Ingester:
                 else:
                     body = base64.b64decode(record["bodyBase64"], validate=True)
             except (ValueError, TypeError):
-                chunk.reject(line_no, "malformed_json", "bodyBase64 is not base64", text + newline)
+                chunk.reject(line_no, "malformed_json", "bodyBase64 is not base64", raw, offset)
                 return
             received_at = _text(record.get("receivedAt"))
         elif record.get("event") is not None:
-            body, parsed = line, record
+            body = line
         else:
-            chunk.reject(
-                line_no,
-                "not_an_event",
-                "neither an archived delivery nor an event body",
-                text + newline,
-            )
+            detail = "neither an archived delivery nor an event body"
+            chunk.reject(line_no, "not_an_event", detail, raw, offset)
             return
-        check = self.verifier.verify(body, headers, parsed)
-        if not check.ok:
-            reason = check.reason or "bad_signature"
-            detail = (
-                "no signature in the headers or the body"
-                if reason == "unsigned"
-                else "no configured secret verifies the signature"
-            )
-            chunk.reject(line_no, reason, detail, text + newline)
+        outcome = self.judge(body, headers, received_at)
+        if outcome.reason is not None or outcome.event is None or outcome.check is None:
+            chunk.reject(line_no, outcome.reason or "not_an_event", outcome.detail, raw, offset)
             return
-        signed = check.stripped or body
-        self._stage(
-            chunk, line_no, body, headers, received_at, signed,
-            check.reading, check.signature_source, check.secret_index,
-        )  # fmt: skip
-
-    @staticmethod
-    def _stage(
-        chunk: _Chunk,
-        line_no: int,
-        body: bytes,
-        headers: dict[str, str],
-        received_at: Any,
-        signed: bytes,
-        reading: str | None,
-        source: str | None,
-        secret_index: int | None,
-    ) -> None:
+        event, check = outcome.event, outcome.check
         staged = chunk.staged
-        staged["source_line"].append(line_no)
-        staged["body"].append(body)
-        staged["idempotency_key"].append(headers.get("idempotency-key") or None)
-        staged["content_hash"].append(hashlib.sha256(signed).hexdigest())
-        staged["signature_reading"].append(reading)
-        staged["signature_source"].append(source)
-        staged["secret_index"].append(secret_index)
-        staged["delivery_id"].append(headers.get("x-convo-delivery"))
-        staged["attempt"].append(headers.get("x-convo-attempt"))
-        staged["received_at"].append(received_at)
+        values = (
+            line_no, offset, body, headers.get("idempotency-key") or None, content_hash(event),
+            check.reading, check.signature_source, check.secret_index,
+            headers.get("x-convo-delivery"), headers.get("x-convo-attempt"), received_at,
+        )  # fmt: skip
+        for name, value in zip(_STAGE_COLUMNS, values, strict=True):
+            staged[name].append(value)
+
+    def judge(self, body: bytes, headers: dict[str, str], received_at: str | None) -> Outcome:
+        """Whether a body can be stored: the event and its Verification, or why not.
+
+        In this order: the body read strictly (D-ONE-READING), the signature, that it is an
+        event, its time (D-EVENT-TIME). The receiver asks the same questions.
+        """
+        read = read_body(body)
+        if read.problem is not None:
+            return Outcome(read.problem, read.detail)
+        check = self.verifier.verify(body, headers, read.parsed)
+        if not check.ok:
+            if check.reason == "unsigned":
+                return Outcome("unsigned", "no signature in the headers or the body")
+            return Outcome("bad_signature", "no configured secret verifies the signature")
+        event = read.parsed
+        if not isinstance(event, dict) or event.get("event") is None:
+            return Outcome("not_an_event", "the delivery body is not a JSON event")
+        reference = received_reference(received_at, self.now)
+        if (late := timestamp_problem(event, reference, self.options.max_future)) is not None:
+            return Outcome(*late)
+        return Outcome(None, "", event, check)
 
 
-def ingest(
-    paths: Sequence[Path],
-    secrets: Sequence[bytes],
-    db_path: Path,
-) -> IngestResult:
-    """Ingest archives into the warehouse at ``db_path``; see the module docstring.
+class Outcome(NamedTuple):
+    """What :meth:`Ingester.judge` decided about a body."""
 
-    Reading and verifying (Python, one core) and loading (DuckDB) overlap: a loader
-    thread stores one chunk while the next is read, at most one chunk waiting between.
-    """
-    from convo_analytics.warehouse import open_warehouse
-
-    started = time.monotonic()
-    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + _secrets.token_hex(3)
-    result = IngestResult(run_id)
-    con = open_warehouse(db_path)
-    # Chunks are independent: bound DuckDB's buffer pool so that a 2,000,000-event
-    # archive ingests in well under a gigabyte.
-    con.execute("SET memory_limit = '256MB'")
-    con.execute("SET preserve_insertion_order = false")
-    # A checkpoint rewrites the tables' key indexes: at the default threshold (16 MB of
-    # write-ahead log) that happened after almost every chunk and took most of the time.
-    # Chunks of more than a row group are written to the database file directly, so
-    # the log stays small; the checkpoint runs once, when the ingest closes the file.
-    con.execute("SET checkpoint_threshold = '256MB'")
-    ingester = Ingester(secrets)
-    began = datetime.now(UTC)
-    _record(con, result, began, "running")
-    loader = _Loader(con, run_id, result)
-    try:
-        try:
-            for path in paths:
-                result.files += 1
-                source = str(path.resolve())
-                for chunk in ingester.read_file(path, source):
-                    loader.put(chunk)
-        finally:
-            loader.close()
-        result.seconds = time.monotonic() - started
-        _record(con, result, began, "ok")
-    except BaseException as exc:
-        result.seconds = time.monotonic() - started
-        _record(con, result, began, "failed", f"{type(exc).__name__}: {exc}")
-        raise
-    finally:
-        con.close()
-    return result
-
-
-class _Loader:
-    """Stores chunks in DuckDB on a thread of its own, each in one transaction, in order.
-
-    DuckDB releases the GIL while it works, so the next chunk is read and verified
-    meanwhile. An error in the thread is raised again in the caller at its next put or
-    at close; close waits until every chunk handed over is committed (or failed).
-    """
-
-    def __init__(self, con: Any, run_id: str, result: IngestResult) -> None:
-        self.con = con
-        self.run_id = run_id
-        self.result = result
-        self.ord = 0
-        self.error: BaseException | None = None
-        self.queue: queue.Queue[tuple[pa.Table, pa.Table, int] | None] = queue.Queue()
-        self.busy = False
-        self.idle = threading.Condition()
-        self.thread = threading.Thread(target=self._run, name="ingest-loader", daemon=True)
-        self.thread.start()
-
-    def put(self, chunk: _Chunk) -> None:
-        staged, rejected = chunk.tables(self.ord + 1)
-        self.ord += staged.num_rows
-        self._wait()  # the previous chunk is stored: at most one in memory besides this one
-        if self.thread.is_alive():
-            self.queue.put((staged, rejected, chunk.count))
-        self._raise()
-
-    def _wait(self) -> None:
-        with self.idle:
-            while self.busy and self.thread.is_alive():
-                self.idle.wait(0.5)
-            self.busy = self.thread.is_alive()
-
-    def close(self) -> None:
-        if self.thread.is_alive():
-            self.queue.put(None)
-        self.thread.join()
-        self._raise()
-
-    def _raise(self) -> None:
-        if self.error is not None:
-            raise self.error
-
-    def _run(self) -> None:
-        from convo_analytics.warehouse import transaction
-        from convo_analytics.warehouse._events import load_events, quarantine
-
-        result = self.result
-        try:
-            while (item := self.queue.get()) is not None:
-                staged, rejected, lines = item
-                now = datetime.now(UTC)
-                with transaction(self.con):
-                    counts = load_events(self.con, staged, self.run_id, now)
-                    quarantine(self.con, rejected, self.run_id, now)
-                result.read += lines
-                result.loaded += counts.loaded
-                result.duplicates += counts.duplicates
-                result.quarantined.update(counts.quarantined)
-                result.quarantined.update(rejected.column("reason").to_pylist())
-                result.readings.update(counts.readings)
-                result.types.update(counts.types)
-                with self.idle:
-                    self.busy = False
-                    self.idle.notify()
-        except BaseException as exc:  # handed to the caller
-            self.error = exc
-
-
-def _record(
-    con: Any, result: IngestResult, began: datetime, status: str, error: str | None = None
-) -> None:
-    con.execute(
-        "INSERT OR REPLACE INTO ingest_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            result.run_id, began, None if status == "running" else datetime.now(UTC), status,
-            result.files, result.read, result.loaded, result.duplicates,
-            sum(result.quarantined.values()), orjson.dumps(result.quarantined).decode(),
-            orjson.dumps(result.readings).decode(), round(result.seconds, 3), error,
-        ],
-    )  # fmt: skip
+    reason: str | None
+    detail: str
+    event: dict[str, Any] | None = None
+    check: Verification | None = None

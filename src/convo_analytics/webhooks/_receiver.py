@@ -3,24 +3,31 @@
 A delivery is answered 2xx only once its line (raw body, headers, time of
 receipt, verification result) is fsynced to the archive, so an acknowledged
 delivery survives any crash; the sender retries anything else. Checks run
-cheapest first: size (413), JSON (400), signature (401). A rejected delivery
-is not dropped either: it goes to the quarantine archive with its reason (a
-body over the cap is kept truncated to the cap), so that a misconfigured
-secret or a sender bug can be investigated and replayed later.
+cheapest first: the body in time (408) and within the cap (413), strict JSON
+(400: not JSON, a repeated key, a number that is not finite; D-ONE-READING),
+the signature (401), the event's time (400: no UTC offset, or further in the
+future than allowed; D-EVENT-TIME), the same rules as the ingest's. A rejected
+delivery is not dropped either: it goes to the quarantine archive with its
+reason (a body over the cap is kept truncated to the cap), so that a
+misconfigured secret or a sender bug can be investigated and replayed later.
+When most deliveries of a minute fail the signature check, a log line says
+the secret is most likely wrong, once a minute while it lasts.
 
 TLS is terminated in front of the receiver; it speaks plain HTTP itself.
-Credential headers (``Authorization``, ``Cookie``) are archived masked, and the
+Credential-like headers (``Authorization``, cookies, ``X-Api-Key``, anything
+named like a token, secret, key or password) are archived masked, and the
 webhook secrets never appear in an answer, a log line or a ``repr``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import secrets as _random
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +40,20 @@ from starlette.routing import Route
 
 from convo_analytics.webhooks._archive import archive_line
 from convo_analytics.webhooks._archive_writer import ArchiveError, ArchiveWriter, utc_now
-from convo_analytics.webhooks._verify import Verification, secret_keys, verify_delivery
+from convo_analytics.webhooks._body import (
+    BAD_ENCODING,
+    MALFORMED_BODY,
+    read_body,
+    stamp,
+    timestamp_problem,
+)
+from convo_analytics.webhooks._run import SECRET_HINT, signature_alarm
+from convo_analytics.webhooks._verify import (
+    SIGNATURE_HEADERS,
+    Verification,
+    secret_keys,
+    verify_delivery,
+)
 
 __all__ = ["ACCEPTED_PREFIX", "QUARANTINE_PREFIX", "ReceiverSettings", "create_receiver_app"]
 
@@ -41,8 +61,16 @@ log = logging.getLogger(__name__)
 
 ACCEPTED_PREFIX = "deliveries"
 QUARANTINE_PREFIX = "quarantine"
-_MASKED_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+_MASKED_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"}
+)
+#: Parts of a header name that mark a credential (matched anywhere in the lower-case name).
+_CREDENTIAL_WORDS = ("token", "secret", "key", "password", "passwd", "credential", "auth")
+#: Headers the ingest needs as sent, whatever their names contain.
+_KEPT_HEADERS = frozenset({"idempotency-key", *SIGNATURE_HEADERS})
 _DELIVERY_HEADER = "x-convo-delivery"
+#: How often the signature alarm may be logged.
+_ALARM_EVERY = timedelta(seconds=60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,12 +83,32 @@ class ReceiverSettings:
     path: str = "/webhooks"
     #: The time of receipt (UTC); tests move it across midnight.
     clock: Callable[[], datetime] = field(default=utc_now, repr=False, compare=False)
+    #: Seconds the body may take to arrive (webhooks.body_timeout_seconds).
+    body_timeout: float = 10.0
+    #: How far in the future of its receipt an event may be dated (webhooks.max_future_seconds).
+    max_future_seconds: float = 86_400.0
+    #: Share of a minute's deliveries failing the signature check that means a wrong secret.
+    alarm_share: float = 0.5
+    #: Where the secrets come from, named by the alarm (never the secrets).
+    secret_hint: str = SECRET_HINT
+    #: Seconds a connection may take to send its request headers (the server's, see
+    #: server_options), and how many connections are held at most.
+    header_timeout: float = 5.0
+    max_connections: int = 1000
+
+    def server_options(self) -> dict[str, Any]:
+        """uvicorn.Config options that apply the header timeout and the connection cap."""
+        from convo_analytics.webhooks._server import guarded_protocol
+
+        return {"http": guarded_protocol(self.header_timeout, self.max_connections)}
 
     def validate(self) -> None:
         if not secret_keys(self.secrets):
             raise ValueError("at least one webhook secret is needed to verify deliveries")
         if self.max_body_bytes < 1:
             raise ValueError("max_body_bytes must be at least 1")
+        if self.body_timeout <= 0:
+            raise ValueError("body_timeout must be positive")
         if not self.path.startswith("/"):
             raise ValueError(f"path {self.path!r} must start with '/'")
 
@@ -73,10 +121,12 @@ def _error(status: int, code: str, message: str) -> Response:
     return _json(status, {"error": {"code": code, "message": message}})
 
 
-def _stamp(moment: datetime) -> str:
-    """ISO 8601 UTC with milliseconds, as the sandbox writes its times."""
-    utc = moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+#: Why a body is refused with 400: the error code and the message (else the detail).
+_REFUSALS = {
+    "not_json": ("invalid_json", "the body is not a JSON object"),
+    "duplicate_keys": ("duplicate_keys", ""),
+    "non_finite_number": ("non_finite_number", ""),
+}
 
 
 async def _read_capped(request: Request, cap: int) -> tuple[bytes, bool]:
@@ -91,10 +141,17 @@ async def _read_capped(request: Request, cap: int) -> tuple[bytes, bool]:
     return b"".join(chunks), False
 
 
+def is_credential(name: str) -> bool:
+    """Whether a header (lower-case name) may carry a credential, so is archived masked."""
+    if name in _KEPT_HEADERS or name.startswith("x-convo-"):
+        return False
+    return name in _MASKED_HEADERS or any(word in name for word in _CREDENTIAL_WORDS)
+
+
 def _headers(request: Request) -> dict[str, str]:
     out = {}
     for name, value in request.headers.items():
-        out[name] = "***" if name in _MASKED_HEADERS else value
+        out[name] = "***" if is_credential(name) else value
     return out
 
 
@@ -125,6 +182,9 @@ class _Receiver:
         self.keys = secret_keys(settings.secrets)
         self.archive: ArchiveWriter | None = None
         self.quarantine: ArchiveWriter | None = None
+        self.window_start = settings.clock()
+        self.window_total = self.window_failed = 0
+        self.alarmed_at: datetime | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -142,34 +202,50 @@ class _Receiver:
     async def deliver(self, request: Request) -> Response:
         received = self.settings.clock()
         cap = self.settings.max_body_bytes
-        body, truncated = await _read_capped(request, cap)
         headers = _headers(request)
         delivery_id = _delivery_id(headers)
+        try:
+            async with asyncio.timeout(self.settings.body_timeout):
+                body, truncated = await _read_capped(request, cap)
+        except TimeoutError:
+            log.info("delivery %s: the body did not arrive in time; connection closed", delivery_id)
+            message = f"the body did not arrive within {self.settings.body_timeout:g} s"
+            response = _error(408, "request_timeout", message)
+            response.headers["connection"] = "close"
+            return response
         if truncated:
             message = f"the body is larger than {cap} bytes"
             await self._quarantine(body, headers, received, delivery_id, "too_large", 413, None)
             return _error(413, "payload_too_large", message)
-        try:
-            parsed = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            verification = verify_delivery(body, headers, self.keys, parsed)
-            await self._quarantine(
-                body, headers, received, delivery_id, "not_json", 400, verification
+        read = read_body(body)
+        parsed = read.parsed
+        if read.problem is not None or not isinstance(parsed, dict):
+            verification = verify_delivery(
+                body, headers, self.keys, parsed, canonical=read.problem is None
             )
-            return _error(400, "invalid_json", "the body is not a JSON object")
+            reason = read.problem or "not_json"
+            if reason in (MALFORMED_BODY, BAD_ENCODING):
+                reason = "not_json"
+            code, message = _REFUSALS.get(reason, _REFUSALS["not_json"])
+            await self._quarantine(body, headers, received, delivery_id, reason, 400, verification)
+            return _error(400, code, message if reason == "not_json" else read.detail)
         verification = verify_delivery(body, headers, self.keys, parsed)
+        self._count_signature(verification, received)
         if not verification.ok:
             reason = verification.reason or "bad_signature"
             await self._quarantine(body, headers, received, delivery_id, reason, 401, verification)
             if reason == "unsigned":
                 return _error(401, "missing_signature", "the delivery carries no signature")
             return _error(401, "invalid_signature", "the signature does not verify")
+        skew = timedelta(seconds=self.settings.max_future_seconds)
+        if (late := timestamp_problem(parsed, received, skew)) is not None:
+            reason, detail = late
+            await self._quarantine(body, headers, received, delivery_id, reason, 400, verification)
+            return _error(400, reason, detail)
         line = archive_line(
             body,
             headers,
-            _stamp(received),
+            stamp(received),
             deliveryId=delivery_id,
             **_verification_fields(verification),
         )
@@ -180,6 +256,27 @@ class _Receiver:
             log.error("delivery %s not archived: %s", delivery_id, exc)
             return _error(503, "archive_unavailable", "the delivery could not be stored; retry")
         return _json(200, {"received": True, "deliveryId": delivery_id})
+
+    def _count_signature(self, verification: Verification, now: datetime) -> None:
+        """The signature alarm: counts per minute; when most of a minute's deliveries fail
+        the check, one log line says the secret is most likely wrong (at most once a
+        minute while it lasts; the deliveries are still answered 401 and quarantined)."""
+        if now - self.window_start >= _ALARM_EVERY:
+            self.window_start, self.window_total, self.window_failed = now, 0, 0
+        self.window_total += 1
+        if verification.ok or verification.reason != "bad_signature":
+            return
+        self.window_failed += 1
+        if self.alarmed_at is not None and now - self.alarmed_at < _ALARM_EVERY:
+            return
+        alarm = signature_alarm(
+            self.window_failed, self.window_total, len(self.keys), self.settings.alarm_share,
+            noun="deliveries", where=self.settings.secret_hint,
+            since=f" since {stamp(self.window_start)}",
+        )  # fmt: skip
+        if alarm is not None:
+            log.error("receiver: %s", alarm)
+            self.alarmed_at = now
 
     async def _quarantine(
         self,
@@ -195,7 +292,7 @@ class _Receiver:
         line = archive_line(
             body,
             headers,
-            _stamp(received),
+            stamp(received),
             deliveryId=delivery_id,
             reason=reason,
             status=status,

@@ -7,11 +7,14 @@ are signed (decision D-SIGNED-BYTES). We accept, in this order:
 ``raw``
     the raw body exactly as received (GitHub-style; a header signature);
 ``stripped``
-    the raw body with its ``signature`` member cut out textually (what the
-    sandbox signs: the body serialised before the member was appended);
+    the raw body with its ``signature`` member cut out of the text, wherever it
+    stands and with the white space of the sender's style
+    (:func:`~convo_analytics.webhooks._signature.unsigned_texts`): what a sender
+    signs when it serialises the event and then writes the member in;
 ``canonical``
-    the parsed body without ``signature``, re-serialised compactly with sorted
-    keys (a service that signs a canonical form).
+    the parsed body without ``signature``, serialised again as a sender's JSON
+    library would (compact, Python's default ``", "`` and ``": "``, sorted keys,
+    with and without ``ensure_ascii``).
 
 Several secrets may be valid at once while a secret is rotated. Comparisons
 are constant-time. The result records which reading and which secret
@@ -23,8 +26,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +37,8 @@ import orjson
 from convo_analytics.webhooks._signature import (
     SIGNATURE_PREFIX,
     appended_signature,
-    strip_signature,
+    signature_members,
+    unsigned_texts,
 )
 
 #: Headers a signature may arrive in, ours first (names compared in lower case).
@@ -45,8 +50,6 @@ SIGNATURE_HEADERS = (
     "webhook-signature",
 )
 READINGS = ("raw", "stripped", "canonical")
-#: The value of a trailing ``signature`` member, found without parsing the body.
-_FIELD = re.compile(rb'"signature"\s*:\s*"([^"\\]*)"\s*}\s*$')
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +59,15 @@ class Verification:
     secret_index: int | None = None  # which of the configured secrets verified
     reason: str | None = None  # unsigned or bad_signature, when not ok
     signature_source: str | None = None  # the header name, or "field"
-    stripped: bytes | None = None  # the body without its signature member, when it has one
+    stripped: bytes | None = None  # the body without its signature member (what verified)
+
+
+_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
 
 def _well_formed(where: str, value: str) -> tuple[str, str] | None:
     value = value.strip()
-    if value.startswith(SIGNATURE_PREFIX) and len(value) == len(SIGNATURE_PREFIX) + 64:
+    if value.startswith(SIGNATURE_PREFIX) and _HEX.fullmatch(value, len(SIGNATURE_PREFIX)):
         return where, value[len(SIGNATURE_PREFIX) :]
     return None
 
@@ -109,11 +115,11 @@ class Verifier:
 
     def _match(
         self,
-        candidates: list[tuple[str, bytes]],
+        raw: bytes,
+        candidates: Sequence[tuple[str, bytes]],
         claims: list[tuple[str, str]],
         stripped: bytes | None,
     ) -> Verification | None:
-        raw = candidates[0][1]
         # A claim written inside the raw body cannot be that body's HMAC (it would be a
         # fixed point of HMAC-SHA256): those comparisons are skipped, the others kept in order.
         raw_claims = [claim for claim in claims if claim[1].encode() not in raw]
@@ -125,29 +131,38 @@ class Verifier:
                 expected = self.digest(index, payload)
                 for where, digest in usable:
                     if hmac.compare_digest(expected, digest):
-                        return Verification(True, reading, index, None, where, stripped)
+                        signed = payload if reading == "stripped" else stripped
+                        return Verification(True, reading, index, None, where, signed)
         return None
 
-    def verify(self, body: bytes, headers: Mapping[str, str], parsed: Any = None) -> Verification:
-        """See :func:`verify_delivery`."""
+    def verify(
+        self,
+        body: bytes,
+        headers: Mapping[str, str],
+        parsed: Any = None,
+        *,
+        canonical: bool = True,
+    ) -> Verification:
+        """See :func:`verify_delivery`; ``canonical=False`` when the body's parse cannot be
+        trusted to mean one thing (repeated keys: D-ONE-READING), so it is not re-serialised."""
         claims = _header_claims(headers)
-        textual: list[tuple[str, bytes]] = [("raw", body)]
         appended = appended_signature(body)
         if appended is not None:
-            stripped: bytes | None = appended[0]
-            field_value: bytes | None = appended[1]
+            texts = [appended[0]]
+            values = [appended[1].decode("utf-8", "replace")]
         else:
-            stripped = strip_signature(body)
-            found_field = (
-                _FIELD.search(body, max(0, len(body) - 200)) if stripped is not None else None
-            )
-            field_value = found_field.group(1) if found_field else None
-        if stripped is not None:
-            textual.append(("stripped", stripped))
-            if field_value is not None and (claim := _well_formed("field", field_value.decode())):
+            members = signature_members(body)
+            texts = unsigned_texts(body, members)
+            values = [member.value for member in members]
+        for value in values:
+            if (claim := _well_formed("field", value)) and claim not in claims:
                 claims.append(claim)
-        if claims and (found := self._match(textual, claims, stripped)):
+        stripped = texts[0] if texts else None
+        textual = [("raw", body), *(("stripped", text) for text in texts)]
+        if claims and (found := self._match(body, textual, claims, stripped)):
             return found
+        if not canonical:
+            return Verification(False, reason="bad_signature" if claims else "unsigned")
         if parsed is None:
             try:
                 parsed = orjson.loads(body)
@@ -159,12 +174,27 @@ class Verifier:
                 claims.append(claim)
         if not claims:
             return Verification(False, reason="unsigned")
-        candidates = textual
         if isinstance(parsed, dict) and "signature" in parsed:
             rest = {k: v for k, v in parsed.items() if k != "signature"}
-            candidates = [*textual, ("canonical", orjson.dumps(rest, option=orjson.OPT_SORT_KEYS))]
-        found = self._match(candidates, claims, stripped)
-        return found or Verification(False, reason="bad_signature")
+            forms = [("canonical", text) for text in dict.fromkeys(canonical_forms(rest))]
+            if found := self._match(body, forms, claims, stripped):
+                return found
+        return Verification(False, reason="bad_signature")
+
+
+def canonical_forms(event: dict[str, Any]) -> Iterator[bytes]:
+    """The event serialised as common JSON libraries write it: compact with sorted keys
+    (orjson, then Python's), compact in its own order, Python's default separators, each
+    with non-ASCII text as it is and escaped (``ensure_ascii``)."""
+    yield orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+    yield orjson.dumps(event)
+    for sort_keys in (True, False):
+        for separators in ((",", ":"), (", ", ": ")):
+            for ascii_only in (False, True):
+                text = json.dumps(
+                    event, separators=separators, sort_keys=sort_keys, ensure_ascii=ascii_only
+                )
+                yield text.encode("utf-8")
 
 
 @functools.lru_cache(maxsize=16)
@@ -177,14 +207,16 @@ def verify_delivery(
     headers: Mapping[str, str],
     secrets: Sequence[bytes],
     parsed: Any = None,
+    *,
+    canonical: bool = True,
 ) -> Verification:
     """Check a delivery (headers in lower case; ``parsed`` the body's JSON if already parsed).
 
     The common cases (a header or field signature over the raw or stripped
     bytes) are decided without parsing the body; the body is parsed only to
-    find a field signature or to try the canonical reading.
+    find a field signature or to try the canonical readings.
     """
-    return _verifier(tuple(secrets)).verify(body, headers, parsed)
+    return _verifier(tuple(secrets)).verify(body, headers, parsed, canonical=canonical)
 
 
 def secret_keys(secrets: Sequence[str]) -> list[bytes]:
