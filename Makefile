@@ -52,7 +52,7 @@ format: install ## Format and fix what ruff can
 test: install lint ## Lint, then run the whole test suite (needs Debian's chromium for the browser tests)
 	@command -v chromium >/dev/null 2>&1 || { echo "make test needs Debian's chromium for the dashboard's browser tests:"; \
 	  echo "  sudo apt-get install -y chromium     (.ci/run installs it)"; exit 1; }
-	$(RUN) pytest
+	$(RUN) pytest -n 2 --dist loadfile
 
 bench: install ## Run the benchmarks; each prints its figures and the sizes it ran on
 	$(UV) sync --frozen --group bench
