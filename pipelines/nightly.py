@@ -19,13 +19,13 @@ from convo_analytics.pipeline import RunContext, Step, StepFailed
 
 def extract(ctx: RunContext) -> dict[str, Any]:
     """Page the service's API (conversations with details, leads, summary) into the warehouse."""
-    from convo_analytics.cli._extract_cmd import extract_config
-    from convo_analytics.extract import ExtractConfig, LogProgress, run_extract
+    from convo_analytics.cli._extract_cmd import extract_configs
+    from convo_analytics.extract import LogProgress, run_extract_many
 
-    config = extract_config(ctx.settings)
-    assert isinstance(config, ExtractConfig)
-    result = asyncio.run(run_extract(config, LogProgress()))
-    streams = result.to_json()["streams"]
+    configs = extract_configs(ctx.settings)
+    result = asyncio.run(run_extract_many(configs, LogProgress()))
+    per_workspace = {name: r.to_json()["streams"] for name, r in result.workspaces.items()}
+    streams = {f"{ws}/{name}": s for ws, all_ in per_workspace.items() for name, s in all_.items()}
     if not result.ok:
         failed = {
             name: f"{s['status']}: {s['error']}"
@@ -41,6 +41,7 @@ def extract(ctx: RunContext) -> dict[str, Any]:
         "requests": sum(s["requests"] for s in streams.values()),
         "warnings": sum(len(s["warnings"]) for s in streams.values()),
         "unavailable": [name for name, s in streams.items() if s["status"] == "unavailable"],
+        "workspaces": len(per_workspace),
     }
 
 
