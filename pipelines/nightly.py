@@ -19,13 +19,13 @@ from convo_analytics.pipeline import RunContext, Step, StepFailed
 
 def extract(ctx: RunContext) -> dict[str, Any]:
     """Page the service's API (conversations with details, leads, summary) into the warehouse."""
-    from convo_analytics.cli._extract_cmd import extract_config
-    from convo_analytics.extract import ExtractConfig, LogProgress, run_extract
+    from convo_analytics.cli._extract_cmd import extract_configs
+    from convo_analytics.extract import LogProgress, run_extract_many
 
-    config = extract_config(ctx.settings)
-    assert isinstance(config, ExtractConfig)
-    result = asyncio.run(run_extract(config, LogProgress()))
-    streams = result.to_json()["streams"]
+    configs = extract_configs(ctx.settings)
+    result = asyncio.run(run_extract_many(configs, LogProgress()))
+    per_workspace = {name: r.to_json()["streams"] for name, r in result.workspaces.items()}
+    streams = {f"{ws}/{name}": s for ws, all_ in per_workspace.items() for name, s in all_.items()}
     if not result.ok:
         failed = {
             name: f"{s['status']}: {s['error']}"
@@ -41,30 +41,43 @@ def extract(ctx: RunContext) -> dict[str, Any]:
         "requests": sum(s["requests"] for s in streams.values()),
         "warnings": sum(len(s["warnings"]) for s in streams.values()),
         "unavailable": [name for name, s in streams.items() if s["status"] == "unavailable"],
+        "workspaces": len(per_workspace),
     }
 
 
 def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
     """Verify, deduplicate and load what is new in the received webhook archives (and any
     configured others); fails when most lines fail the signature check (a wrong secret)."""
-    from convo_analytics.cli._webhooks_cmd import archive_files, ingest_options, secret_origin
+    from convo_analytics.cli._webhooks_cmd import (
+        archive_files,
+        ingest_batches,
+        ingest_options,
+        secret_origin,
+    )
+    from convo_analytics.config import load_workspaces
     from convo_analytics.webhooks import ingest
 
-    secret = ctx.settings.get_secret("webhooks.secret")
-    if secret is None:
+    settings = ctx.settings
+    secret = settings.get_secret("webhooks.secret")
+    hooked = [w for w in load_workspaces(settings) if not w.implicit and w.webhook_secrets]
+    if secret is None and not hooked:
         return {"skipped": "no webhook secret configured"}
-    archive_dir = ctx.settings.require_path("webhooks.archive_dir")
+    archive_dir = settings.require_path("webhooks.archive_dir")
     roots = [archive_dir] if archive_dir.exists() else []
-    roots += [Path(p) for p in ctx.settings.get_list("run.ingest_paths")]
+    roots += [Path(p) for p in settings.get_list("run.ingest_paths")]
     files = archive_files(roots) if roots else []
+    if secret is None:  # only the workspaces' own archives can be verified
+        files = [f for f in files if "workspaces" in f.parts]
     if not files:
         return {"files": 0}
-    result = ingest(
-        files, [p.reveal().encode() for p in secret.parts()], ctx.db_path,
-        ingest_options(ctx.settings), secret_hint=secret_origin(ctx.settings, None),
-    )  # fmt: skip
-    if result.alarm is not None:
-        raise StepFailed(result.alarm)
+    results = []
+    for name, keys, batch in ingest_batches(settings, files, None, None):
+        hint = f"workspace {name}'s webhook secrets" if name else secret_origin(settings, None)
+        result = ingest(batch, keys, ctx.db_path, ingest_options(settings), secret_hint=hint)
+        if result.alarm is not None:
+            raise StepFailed(result.alarm)
+        results.append(result)
+    result = _summed(results)
     return {
         "files": result.files,
         "skipped": result.skipped,
@@ -89,6 +102,21 @@ def _open_quarantine(db_path: Path) -> int:
     finally:
         con.close()
     return int(count)
+
+
+def _summed(results: list[Any]) -> Any:
+    """Several workspaces' ingest results as one (their counts added)."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    total = SimpleNamespace(files=0, skipped=0, read=0, bytes_read=0, loaded=0, duplicates=0)
+    quarantined: Counter[str] = Counter()
+    for r in results:
+        for key in vars(total):
+            setattr(total, key, getattr(total, key) + getattr(r, key))
+        quarantined.update(r.quarantined)
+    total.quarantined = quarantined
+    return total
 
 
 def transform(ctx: RunContext) -> dict[str, Any]:

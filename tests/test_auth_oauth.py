@@ -125,10 +125,12 @@ def test_a_reused_refresh_token_ends_the_grant_with_a_login_hint(
     ws = workspace(oauth_sandbox.url)
     login(ws, store, visit=follow, say=lambda _: None)
     before = store_path.read_bytes()
-    asyncio.run(OAuthCredentials(ws, store).authorization(stale="x"))  # rotates
+    refused = f"Bearer {store.get('acme')['access_token']}"  # type: ignore[index]
+    asyncio.run(OAuthCredentials(ws, store).authorization(stale=refused))  # rotates
+    assert store.get("acme")["refresh_token"] not in before.decode()  # type: ignore[index]
     store_path.write_bytes(before)  # a stale copy: its refresh token was spent
     with pytest.raises(AuthExpired, match="convo auth login --workspace acme"):
-        asyncio.run(OAuthCredentials(ws, store).authorization(stale="x"))
+        asyncio.run(OAuthCredentials(ws, store).authorization(stale=refused))
     result = _extract(oauth_sandbox.url, OAuthCredentials(ws, store), tmp_path / "w.duckdb")
     assert not result.ok
     errors = {s.error for s in result.streams.values()}

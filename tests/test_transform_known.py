@@ -103,6 +103,8 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any
     types = dict(con.execute(f"SELECT column_name, data_type FROM information_schema.columns "
                              f"WHERE table_name = '{table}'").fetchall())  # fmt: skip
     for row in rows:
+        if "workspace_id" in types:
+            row = {"workspace_id": "ws", **row}
         cols = list(row)
         casts = ", ".join(f"?::{types[c]}" for c in cols)
         con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({casts})", list(row.values()))

@@ -17,6 +17,7 @@ from convo_analytics.warehouse._tables import (
     EVENTS,
     MESSAGES,
     RAW_CONVERSATION_DETAILS,
+    SCHEMA_VERSION,
 )
 from extract_support import extract, warehouse_rows
 
@@ -38,7 +39,7 @@ def test_missing_tables_and_columns_are_added(tmp_path: Path) -> None:
     con = duckdb.connect(str(db))
     con.execute("ALTER TABLE conversations DROP COLUMN intent")
     con.execute("DROP TABLE mart_daily_latency")
-    con.execute("INSERT INTO conversations (id, status) VALUES ('c1', 'open')")
+    con.execute("INSERT INTO conversations (id, workspace_id, status) VALUES ('c1', 'ws', 'open')")
     con.close()
     assert ("conversations", "intent") not in _columns(db)
     open_warehouse(db).close()
@@ -150,10 +151,13 @@ def test_raw_payloads_and_message_text_are_stored_with_zstd_even_in_an_older_fil
         con.execute(table.ddl(compression=False))  # as release 2 made them
         assert "ZSTD" not in _created(con, table.name)
     con.execute(
-        "INSERT INTO raw_conversation_details VALUES (?, 'h1', NULL, ?, now(), 'r')",
+        "INSERT INTO raw_conversation_details VALUES ('ws', ?, 'h1', NULL, ?, now(), 'r')",
         ["c1", '{"id":"c1"}'],
     )
-    con.execute("INSERT INTO messages (id, conversation_id, text) VALUES ('m1', 'c1', 'hello')")
+    con.execute(
+        "INSERT INTO messages (id, workspace_id, conversation_id, text) "
+        "VALUES ('m1', 'ws', 'c1', 'hello')"
+    )
     con.close()
     open_warehouse(db).close()
     con = duckdb.connect(str(db), read_only=True)
@@ -171,6 +175,8 @@ def test_raw_payloads_and_message_text_are_stored_with_zstd_even_in_an_older_fil
             ("c1", '{"id":"c1"}')
         ]
         assert con.execute("SELECT id, text FROM messages").fetchall() == [("m1", "hello")]
-        assert con.execute("SELECT max(version) FROM schema_version").fetchall() == [(4,)]
+        assert con.execute("SELECT max(version) FROM schema_version").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
     finally:
         con.close()

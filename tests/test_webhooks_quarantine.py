@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from convo_analytics.cli import main
+from convo_analytics.warehouse._tables import SCHEMA_VERSION
 from webhook_support import (
     OLD_SECRET,
     SECRET,
@@ -243,7 +244,7 @@ def test_a_schema_3_warehouse_upgrades_in_place(tmp_path: Path) -> None:
     con.execute("INSERT INTO schema_version VALUES (3, now())")
     con.close()
     open_warehouse(db).close()
-    assert rows(db, "SELECT max(version) FROM schema_version") == [(4,)]
+    assert rows(db, "SELECT max(version) FROM schema_version") == [(SCHEMA_VERSION,)]
     assert rows(db, "SELECT count(*) FROM event_keys") == [(10,)], "old and canonical keys"
     assert rows(db, "SELECT source_line, line IS NULL, resolved_at FROM quarantine") == [
         (6, True, None)

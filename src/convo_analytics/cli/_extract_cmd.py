@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import sys
 from datetime import UTC, datetime
@@ -14,7 +15,7 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.config import Settings
+from convo_analytics.config import Secret, Settings
 from convo_analytics.errors import UserError
 
 __all__ = ["extract", "extract_config"]
@@ -65,10 +66,60 @@ def source_description(settings: Settings) -> dict[str, Any]:
     return described
 
 
-def extract_config(settings: Settings, **flags: object) -> object:
+def extract_configs(
+    settings: Settings, workspaces: tuple[str, ...] = (), **flags: object
+) -> list[Any]:
+    """One ExtractConfig per workspace to extract (``workspaces``: ``--workspace`` names,
+    else every configured one); every user error raised before any request."""
+    from convo_analytics.auth import TokenStore, credentials_for
+    from convo_analytics.config import load_workspaces, select_workspaces
+    from convo_analytics.contract import RateLimitPolicy
+    from convo_analytics.extract._secrets import check_base_url, check_header_value
+
+    chosen = select_workspaces(load_workspaces(settings), list(workspaces))
+    if len(chosen) == 1 and chosen[0].implicit:
+        return [extract_config(settings, flags)]
+    base = extract_config(settings, flags, key_required=False)
+    store = TokenStore(settings.require_path("auth.token_store"))
+    configs = []
+    for ws in chosen:
+        where = f"workspace {ws.name!r}"
+        try:
+            check_base_url(ws.base_url)
+            RateLimitPolicy.parse(ws.rate_limit)
+            if ws.api_key is not None and not ws.uses_oauth:
+                check_header_value(ws.api_key.reveal(), f"{where}'s API key")
+        except ValueError as exc:
+            raise UserError(f"{where}: {exc}") from None
+        configs.append(
+            dataclasses.replace(
+                base,
+                base_url=ws.base_url.rstrip("/"),
+                api_key=ws.api_key.reveal() if ws.api_key and not ws.uses_oauth else "",
+                credentials=credentials_for(ws, store) if ws.uses_oauth else None,
+                rate_limit=ws.rate_limit,
+                workspace=ws.name,
+                workspace_id=ws.workspace_id,
+                implicit_workspace=False,
+            )
+        )
+    for cfg in configs:
+        if not cfg.api_key and cfg.credentials is None:
+            raise UserError(
+                f"workspace {cfg.workspace!r} has no API key: give it auth = {{ type = "
+                '"api_key", key_env = "VAR" }, or set CONVO_API_KEY'
+            )
+    return configs
+
+
+def extract_config(
+    settings: Settings, flags: dict[str, object] | None = None, *, key_required: bool = True
+) -> Any:
     """The run's ExtractConfig from the settings; every user error raised before any request."""
     from convo_analytics.contract import RateLimitPolicy
     from convo_analytics.extract import ALL_STREAMS, ExtractConfig, SourceSpec
+
+    flags = flags or {}
     from convo_analytics.extract._secrets import check_base_url, check_header_value
 
     base_url = settings.get_str("service.base_url")
@@ -92,10 +143,12 @@ def extract_config(settings: Settings, **flags: object) -> object:
     if backfill_from and backfill_to and backfill_to <= backfill_from:
         raise UserError("--backfill-to must be after --backfill-from")
     db = settings.require_path("warehouse.path")
-    key = settings.require_secret("service.api_key")
+    # Several [[workspaces]] bring their own keys: the flat one is then only a default.
+    key = settings.require_secret("service.api_key") if key_required else None
+    key = key or settings.get_secret("service.api_key") or Secret("")
     try:
         check_header_value(
-            key.reveal(), f"the API key ({settings.resolved('service.api_key').origin})"
+            key.reveal() or "-", f"the API key ({settings.resolved('service.api_key').origin})"
         )
     except ValueError as exc:
         raise UserError(str(exc)) from None
@@ -196,6 +249,15 @@ def extract(
             help="With --check: write the findings as convo.toml tables to FILE.",
         ),
     ] = None,
+    workspace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            metavar="NAME",
+            help="Only this [[workspaces]] workspace (repeatable); default: every one.",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Page the service's conversations (with details), leads and summary into the warehouse.
@@ -224,19 +286,21 @@ def extract(
     )
     if write_config is not None and not check:
         raise UserError("--write-config goes with --check (it writes what the check found)")
-    config = extract_config(
+    configs = extract_configs(
         settings,
+        tuple(workspace or ()),
         full_refresh=full_refresh,
         backfill_from=backfill_from,
         backfill_to=backfill_to,
         strict=strict,
     )
-    from convo_analytics.extract import BarProgress, ExtractConfig, LogProgress, run_extract
+    from convo_analytics.extract import BarProgress, LogProgress, run_extract_many
 
-    assert isinstance(config, ExtractConfig)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if check:
-        _check(config, write_config, as_json, err)
+        if len(configs) > 1:
+            raise UserError("--check probes one workspace: name it with --workspace NAME")
+        _check(configs[0], write_config, as_json, err)
         return
     logging.basicConfig(
         level=logging.INFO,
@@ -249,17 +313,25 @@ def extract(
     with warehouse_writer(settings, "convo extract"):
         if err.is_terminal and not as_json:
             with BarProgress(err) as bars:
-                result = asyncio.run(run_extract(config, bars))
+                result = asyncio.run(run_extract_many(configs, bars))
         else:
-            result = asyncio.run(run_extract(config, LogProgress()))
+            result = asyncio.run(run_extract_many(configs, LogProgress()))
     if as_json:
         sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
     else:
         status = {"ok": "ok", "partial": "PARTIAL"}.get(result.status, "FAILED")
-        reasons = {s.error for s in result.streams.values() if s.error and s.status != "ok"}
+        reasons = {
+            s.error
+            for r in result.workspaces.values()
+            for s in r.streams.values()
+            if s.error and s.status != "ok"
+        }
         why = f" ({reasons.pop()})" if len(reasons) == 1 else ""
+        failing = result.failing()
+        named = f"; failing: {', '.join(failing)}" if failing and len(configs) > 1 else ""
         err.print(
-            f"extract {result.run_id}: {status}{why} in {result.seconds:.1f} s -> {config.db_path}",
+            f"extract {result.run_id}: {status}{why}{named} in {result.seconds:.1f} s -> "
+            f"{configs[0].db_path}",
             markup=False,
         )
     if not result.ok:

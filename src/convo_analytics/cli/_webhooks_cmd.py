@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -13,7 +13,7 @@ from rich.console import Console
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.cli._webhooks_serve import serve
-from convo_analytics.config import Settings
+from convo_analytics.config import Settings, WorkspaceConfig
 from convo_analytics.errors import UserError
 
 if TYPE_CHECKING:
@@ -91,6 +91,47 @@ def archive_files(paths: list[Path]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
+def ingest_batches(
+    settings: Settings, files: list[Path], given: list[str] | None, workspace: str | None
+) -> list[tuple[str | None, list[bytes], list[Path]]]:
+    """Which secrets verify which files: a file under a workspace's archive folder
+    (``ARCHIVE/workspaces/NAME/``), or any file with ``--workspace NAME``, that workspace's
+    secrets (a delivery signed with another's is quarantined); the rest ``webhooks.secret``
+    (or ``--secret``)."""
+    from convo_analytics.config import load_workspaces, select_workspaces
+
+    configured = {w.name: w for w in load_workspaces(settings) if not w.implicit}
+    if workspace is not None:
+        (chosen,) = select_workspaces(list(configured.values()), [workspace])
+        return [(chosen.name, _workspace_secrets(chosen), files)]
+    archive = settings.require_path("webhooks.archive_dir").resolve() / "workspaces"
+    by_workspace: dict[str, list[Path]] = {}
+    rest: list[Path] = []
+    for path in files:
+        parts = path.resolve().parts
+        inside = parts[: len(archive.parts)] == archive.parts and len(parts) > len(archive.parts)
+        name = parts[len(archive.parts)] if inside else None
+        if name is not None and name in configured:
+            by_workspace.setdefault(name, []).append(path)
+        else:
+            rest.append(path)
+    batches: list[tuple[str | None, list[bytes], list[Path]]] = [
+        (name, _workspace_secrets(configured[name]), paths) for name, paths in by_workspace.items()
+    ]
+    if rest:
+        batches.append((None, webhook_secrets(settings, given), rest))
+    return batches
+
+
+def _workspace_secrets(workspace: WorkspaceConfig) -> list[bytes]:
+    if not workspace.webhook_secrets:
+        raise UserError(
+            f"workspace {workspace.name!r} has no webhook secrets; set its "
+            "webhook_secrets_env or webhook_secrets_file"
+        )
+    return [s.reveal().encode("utf-8") for s in workspace.webhook_secrets]
+
+
 SecretFlag = Annotated[
     list[str] | None,
     typer.Option(
@@ -114,6 +155,15 @@ def ingest_command(
         bool,
         typer.Option("--full", help="Read every file from its start, not only what is new."),
     ] = False,
+    workspace: Annotated[
+        str | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            metavar="NAME",
+            help="Verify with this [[workspaces]] workspace's secrets.",
+        ),
+    ] = None,
 ) -> None:
     """Verify, deduplicate and load webhook archives; quarantine what cannot be loaded.
 
@@ -123,14 +173,23 @@ def ingest_command(
     Exit status 75 when another writer holds the warehouse.
     """
     settings = settings_from_context(ctx, {"warehouse.path": db})
-    keys = webhook_secrets(settings, secret)
     files = archive_files(paths)
+    batches = ingest_batches(settings, files, secret, workspace)
     db_path = settings.require_path("warehouse.path")
     from convo_analytics.webhooks import ingest
 
     options = ingest_options(settings, full=full)
     with warehouse_writer(settings, "convo webhooks ingest"):
-        result = ingest(files, keys, db_path, options, secret_hint=secret_origin(settings, secret))
+        results = [
+            ingest(batch, keys, db_path, options,
+                   secret_hint=f"workspace {name}'s webhook secrets" if name
+                   else secret_origin(settings, secret))
+            for name, keys, batch in batches
+        ]  # fmt: skip
+    if len(results) > 1:
+        _report_many([name for name, _, _ in batches], results, as_json)
+        return
+    (result,) = results
     if as_json:
         sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
         print_alarm(result)
@@ -150,3 +209,19 @@ def ingest_command(
     if result.held_back:
         out.print(f"  {result.held_back} unterminated last line(s) left for a later run")
     print_alarm(result)
+
+
+def _report_many(names: list[str | None], results: list[Any], as_json: bool) -> None:
+    """Several workspaces' ingests: each one's counts; exit 1 when one's signatures failed."""
+    labels = [name or "(webhooks.secret)" for name in names]
+    if as_json:
+        body = {label: r.to_json() for label, r in zip(labels, results, strict=True)}
+        sys.stdout.write(orjson.dumps({"workspaces": body}).decode() + "\n")
+    out = Console(stderr=True, highlight=False, soft_wrap=True)
+    for label, result in zip(labels, results, strict=True):
+        out.print(
+            f"{label}: {result.files} file(s), {result.read} lines: {result.loaded} loaded, "
+            f"{result.duplicates} duplicates, {sum(result.quarantined.values())} quarantined"
+        )
+    for result in results:
+        print_alarm(result)

@@ -55,10 +55,16 @@ def serve(
     require_loopback(host, behind_tls_proxy, "the receiver")
     secret = settings.get_secret("webhooks.secret")
     secrets = [part.reveal() for part in secret.parts()] if secret is not None else []
-    if not secrets:
+    from convo_analytics.config import load_workspaces
+
+    hooked = [w for w in load_workspaces(settings) if not w.implicit and w.webhook_secrets]
+    workspaces = {w.name: [s.reveal() for s in w.webhook_secrets] for w in hooked}
+    workspace_ids = {w.name: w.workspace_id for w in hooked if w.workspace_id}
+    if not secrets and not workspaces:
         raise UserError(
             "no webhook secret to verify deliveries with; set CONVO_WEBHOOK_SECRET "
-            "(comma-separated during rotation) or CONVO_WEBHOOK_SECRET_FILE"
+            "(comma-separated during rotation) or CONVO_WEBHOOK_SECRET_FILE, or give "
+            "[[workspaces]] their webhook_secrets_env"
         )
     directory = settings.require_path("webhooks.archive_dir")
     from convo_analytics._serving import bind
@@ -75,6 +81,8 @@ def serve(
         secret_hint=settings.resolved("webhooks.secret").origin.replace("$", ""),
         header_timeout=settings.get_float("webhooks.header_timeout_seconds"),
         max_connections=settings.get_int("webhooks.max_connections"),
+        workspaces=workspaces,
+        workspace_ids=workspace_ids,
     )
     try:
         app = create_receiver_app(config)
@@ -91,6 +99,8 @@ def serve(
     shown_host = f"[{host}]" if ":" in host else host
     out = Console(highlight=False, soft_wrap=True)
     out.print(f"receiving webhooks on http://{shown_host}:{actual_port}{path}")
+    for name in workspaces:
+        out.print(f"  workspace {name}: http://{shown_host}:{actual_port}{path.rstrip('/')}/{name}")
     shown_dir = directory.resolve()
     out.print(f"archive: {shown_dir} (rejected deliveries: {shown_dir / 'quarantine'})")
     plural = "s" if len(secrets) > 1 else ""

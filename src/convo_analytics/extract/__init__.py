@@ -7,8 +7,8 @@ Public surface: :class:`ExtractConfig`, :func:`run_extract` and its
 from convo_analytics.extract._http import ExtractError
 from convo_analytics.extract._paging import PagingError
 from convo_analytics.extract._progress import BarProgress, LogProgress, NoProgress
-from convo_analytics.extract._results import ExtractResult, StreamResult
-from convo_analytics.extract._runner import run_extract
+from convo_analytics.extract._results import ExtractResult, StreamResult, WorkspacesResult
+from convo_analytics.extract._runner import run_extract, run_extract_many
 from convo_analytics.extract._shapes import ShapeError
 from convo_analytics.extract._source import SourceSpec, load_source, source_errors
 from convo_analytics.extract._streams import ALL_STREAMS, ExtractConfig
@@ -25,7 +25,9 @@ __all__ = [
     "ShapeError",
     "SourceSpec",
     "StreamResult",
+    "WorkspacesResult",
     "load_source",
     "run_extract",
+    "run_extract_many",
     "source_errors",
 ]

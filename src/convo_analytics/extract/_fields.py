@@ -26,8 +26,6 @@ __all__ = ["SYNONYMS", "FieldFinding", "find_fields", "fits", "paths_of", "prese
 # Usual names of each typed column's field, besides the sandbox's own (tried first).
 # fmt: off
 SYNONYMS: dict[str, tuple[str, ...]] = {
-    "conversations.workspace_id": ("workspace_id", "tenantId", "tenant_id", "accountId",
-                                   "account_id"),
     "conversations.external_user_id": ("external_user_id", "userId", "user_id", "userRef",
                                        "user_ref", "user", "customerId", "customer_id",
                                        "visitorId", "visitor_id", "endUserId", "contactId"),
@@ -73,7 +71,6 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "messages.knowledge_source": ("knowledge_source", "source"),
     "leads.conversation_id": ("conversation_id", "conversation", "conversationRef",
                               "conversation_ref"),
-    "leads.workspace_id": ("workspace_id", "tenantId", "tenant_id"),
     "leads.status": ("state", "stage"),
     "leads.score": ("leadScore", "lead_score", "qualificationScore", "qualification_score"),
     "leads.intent": ("topic", "interest"),

@@ -276,7 +276,9 @@ class ListStreamRun:
     async def read(self) -> None:
         cfg, plan, result, con = self.cfg, self.plan, self.result, self.con
         advance = cfg.mode != "backfill"  # a backfill revisits the past; it moves no bookmark
-        result.bookmark_before = read_bookmark(con, self.name)
+        identity = self.run.identity
+        if identity.resolved:  # a workspace never loaded has no bookmark yet
+            result.bookmark_before = read_bookmark(con, self.name, self.run.workspace_id)
         request, paginator = self._first_request()
         response, data = await self.get(request)
         records, envelope = self._records(data)
@@ -286,7 +288,8 @@ class ListStreamRun:
                 response, data, records, envelope = found
         fields: FieldMap | None = None
         paths: RecordPaths | None = None
-        tracker = SchemaTracker(con, self.name, self.run.run_id)
+        workspace = identity.learn(records)
+        tracker = SchemaTracker(con, self.name, self.run.run_id, workspace)
         ordered, previous_max = True, None
         batch = _Batch()
         fetch: asyncio.Task[Any] | None = None
@@ -363,8 +366,8 @@ class ListStreamRun:
             # move the mark past the moment this run began (minus the lookback, next time).
             final = previous_max if ordered else min(previous_max, self.run.started)
             with transaction(con):
-                write_bookmark(con, self.name, final, self.run.run_id)
-        result.bookmark_after = read_bookmark(con, self.name)
+                write_bookmark(con, self.name, final, self.run.run_id, workspace)
+        result.bookmark_after = read_bookmark(con, self.name, workspace)
         result.drift = tracker.finish()
         self._check_columns()
         result.shape = self.typed.describe(paginator, fields, envelope, self.details)
@@ -423,7 +426,7 @@ class ListStreamRun:
         """Typed columns that stayed NULL in every row of the run, though the records may
         name their field otherwise: a warning naming the setting (see ``TypedFields``)."""
         for table in self.typed.tables():
-            counts = empty_columns(self.con, table, self.run.run_id)
+            counts = empty_columns(self.con, table, self.run.run_id, self.run.workspace_id)
             self.result.warnings.extend(self.typed.null_warnings(table, counts))
 
     # -- details ---------------------------------------------------------------------
@@ -458,8 +461,9 @@ class ListStreamRun:
         assert reader is not None
         have = dict(
             reader.execute(
-                "SELECT id, detail_updated_at FROM conversations WHERE id IN (SELECT unnest(?))",
-                [ids],
+                "SELECT id, detail_updated_at FROM conversations "
+                "WHERE workspace_id = ? AND id IN (SELECT unnest(?))",
+                [self.run.workspace_id, ids],
             ).fetchall()
         )
         out = []
@@ -491,22 +495,24 @@ class ListStreamRun:
         listed_raw, detail_raw = self.run.raw_tables(self.name)
         try:
             with transaction(con):
-                load.stage_records(con, "listed", batch.pages, paths)
+                workspace = self.run.workspace_id
+                self.run.identity.record(con, run_id)
+                load.stage_records(con, "listed", batch.pages, paths, workspace=workspace)
                 counts = load.classify(con, "listed", self.name)
                 load.insert_raw(con, listed_raw, "listed", run_id, now)
                 detailed = None
                 if detail_raw and batch.details:
-                    load.stage_details(con, "detailed", batch.details, paths, shape)
+                    load.stage_details(con, "detailed", batch.details, paths, shape, workspace)
                     load.insert_raw(con, detail_raw, "detailed", run_id, now)
                     detailed = "detailed"
                 if self.name == "conversations":
-                    load.merge_conversations(con, "listed", detailed, run_id, now, shape)
+                    load.merge_conversations(con, "listed", detailed, run_id, now, shape, workspace)
                 else:
-                    load.merge_leads(con, "listed", run_id, now, shape)
+                    load.merge_leads(con, "listed", run_id, now, shape, workspace)
                 for structure in load.record_structure(con, "listed", paths):
                     tracker.observe(structure)
                 if mark is not None:
-                    write_bookmark(con, self.name, mark, run_id)
+                    write_bookmark(con, self.name, mark, run_id, workspace)
         finally:
             load.unstage(con, "listed", "detailed")
         self.result.new += counts.new

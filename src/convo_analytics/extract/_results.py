@@ -16,7 +16,7 @@ from typing import Any
 
 from convo_analytics.extract._http import RequestStats
 
-__all__ = ["ExtractResult", "StreamResult"]
+__all__ = ["ExtractResult", "StreamResult", "WorkspacesResult"]
 
 #: Statuses that do not fail a run.
 PASSING = ("ok", "unavailable")
@@ -46,6 +46,8 @@ class StreamResult:
     shape: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     seconds: float = 0.0
+    #: The workspace id its ``extract_runs`` row was written under (it may be learned later).
+    recorded_as: str | None = None
 
     def finish(self, *, strict: bool) -> None:
         """Settle the status of a stream that ran to its end."""
@@ -109,6 +111,8 @@ class ExtractResult:
     mode: str
     streams: dict[str, StreamResult]
     seconds: float
+    workspace: str = "default"
+    workspace_id: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -126,6 +130,43 @@ class ExtractResult:
             "runId": self.run_id,
             "status": self.status,
             "mode": self.mode,
+            "workspace": self.workspace,
+            "workspaceId": self.workspace_id,
             "durationSeconds": round(self.seconds, 3),
             "streams": {name: s.to_json() for name, s in self.streams.items()},
         }
+
+
+@dataclass
+class WorkspacesResult:
+    """One run over several workspaces: each workspace's result; it fails when one does."""
+
+    run_id: str
+    mode: str
+    workspaces: dict[str, ExtractResult]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.workspaces.values())
+
+    @property
+    def status(self) -> str:
+        statuses = {r.status for r in self.workspaces.values()}
+        return next((s for s in ("failed", "partial") if s in statuses), "ok")
+
+    def failing(self) -> list[str]:
+        return [name for name, r in self.workspaces.items() if not r.ok]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "runId": self.run_id,
+            "status": self.status,
+            "mode": self.mode,
+            "durationSeconds": round(self.seconds, 3),
+            "workspaces": {name: r.to_json() for name, r in self.workspaces.items()},
+        }
+        if len(self.workspaces) == 1:  # one workspace: its streams where they always were
+            (only,) = self.workspaces.values()
+            out["workspace"], out["streams"] = only.workspace, only.to_json()["streams"]
+        return out

@@ -31,18 +31,24 @@ from convo_analytics.extract._limiter import AdaptiveLimiter
 from convo_analytics.extract._list_stream import ListStreamRun
 from convo_analytics.extract._paging import PagingError
 from convo_analytics.extract._progress import NoProgress, ProgressSink
-from convo_analytics.extract._results import ExtractResult, StreamResult
+from convo_analytics.extract._results import ExtractResult, StreamResult, WorkspacesResult
 from convo_analytics.extract._retry import RetryPolicy
 from convo_analytics.extract._secrets import Redactor
 from convo_analytics.extract._shapes import ShapeError
 from convo_analytics.extract._streams import RAW_TABLES, ExtractConfig
+from convo_analytics.extract._workspace import WorkspaceIdentity
 from convo_analytics.warehouse import _load as load
 from convo_analytics.warehouse import defer_checkpoints, open_warehouse, transaction
 
-__all__ = ["ExtractResult", "Extraction", "StreamResult", "run_extract"]
+__all__ = ["ExtractResult", "Extraction", "StreamResult", "run_extract", "run_extract_many"]
 
 log = logging.getLogger("convo.extract")
 FAILURES = (ExtractError, PagingError, ShapeError)
+#: A run that died leaves its streams ``running``; the next run says so.
+_INTERRUPTED = (
+    "UPDATE extract_runs SET status = 'interrupted', error = 'the run stopped before "
+    "finishing (killed or crashed)' WHERE status = 'running'"
+)
 #: Answers meaning "this service has no such endpoint" for an optional stream.
 _ABSENT = (404, 405, 501)
 
@@ -91,12 +97,20 @@ class _Loader:
 
 class Extraction:
     def __init__(
-        self, config: ExtractConfig, progress: ProgressSink | None = None, transport: Any = None
+        self,
+        config: ExtractConfig,
+        progress: ProgressSink | None = None,
+        transport: Any = None,
+        *,
+        run_id: str | None = None,
+        labelled: bool = False,
     ) -> None:
         self.config = config
         self.progress = progress or NoProgress()
-        self.run_id = new_run_id()
+        self.run_id = run_id or new_run_id()
         self.started = datetime.now(UTC)
+        #: Streams are labelled ``WORKSPACE/STREAM`` in the progress when several run at once.
+        self.prefix = f"{config.workspace}/" if labelled else ""
         self._transport = transport
         self.con: duckdb.DuckDBPyConnection | None = None
         #: Reads that the event loop makes while the loader thread writes (its own connection).
@@ -104,12 +118,25 @@ class Extraction:
         self.loader = _Loader()
         self._secrets: list[str] = [config.api_key]
 
-    async def run(self) -> ExtractResult:
+    async def run(self, shared: duckdb.DuckDBPyConnection | None = None) -> ExtractResult:
+        """Extract every stream of the workspace; with ``shared`` (several workspaces at
+        once), on a connection of its own to that warehouse, which the caller checkpoints."""
         cfg = self.config
         clock = time.monotonic()
-        self.con = open_warehouse(cfg.db_path)
-        defer_checkpoints(self.con)
+        if shared is None:
+            self.con = open_warehouse(cfg.db_path)
+            defer_checkpoints(self.con)
+            self._mark_interrupted_runs()
+        else:
+            self.con = shared.cursor()
         self.reader = self.con.cursor()
+        self.identity = WorkspaceIdentity(
+            self.con,
+            cfg.workspace,
+            configured=cfg.workspace_id,
+            implicit=cfg.implicit_workspace,
+            base_url=cfg.base_url,
+        )
         limiter = AdaptiveLimiter(RateLimitPolicy.parse(cfg.rate_limit))
         client = ServiceClient(
             cfg.base_url,
@@ -124,7 +151,6 @@ class Extraction:
             reach_budget_seconds=cfg.reach_budget_seconds,
         )
         results: dict[str, StreamResult] = {}
-        self._mark_interrupted_runs()
         unreachable: str | None = None
         try:
             for name in cfg.streams:
@@ -140,7 +166,7 @@ class Extraction:
                     continue
                 self._record_run(result, started=True)
                 began = time.monotonic()
-                self.progress.start(name)
+                self.progress.start(self.prefix + name)
                 try:
                     if name == "summary":
                         await self._summary(client, plan, result)
@@ -155,21 +181,30 @@ class Extraction:
                 result.warnings = [self.redact(w) for w in result.warnings]
                 result.gaps = [self.redact(g) for g in result.gaps]
                 for line in (*result.gaps, *result.warnings):
-                    log.warning("%s: %s", name, line)
+                    log.warning("%s%s: %s", self.prefix, name, line)
                 if result.status == "failed":
-                    log.error("%s: %s", name, result.error)
+                    log.error("%s%s: %s", self.prefix, name, result.error)
                 result.seconds = time.monotonic() - began
                 self._record_run(result)
-                self.progress.finish(name, result.summary())
+                self.progress.finish(self.prefix + name, result.summary())
         finally:
             await client.aclose()
             self.loader.close()
             try:
-                self._checkpoint()
+                if shared is None:
+                    self._checkpoint()
             finally:
                 self.reader.close()
                 self.con.close()
-        return ExtractResult(self.run_id, cfg.mode, results, time.monotonic() - clock)
+        return ExtractResult(
+            self.run_id, cfg.mode, results, time.monotonic() - clock,
+            workspace=cfg.workspace, workspace_id=self.identity.id,
+        )  # fmt: skip
+
+    @property
+    def workspace_id(self) -> str:
+        """The id this run's rows are keyed by (settled by the first records at the latest)."""
+        return self.identity.id or self.identity.learn(())
 
     def redact(self, text: str) -> str:
         """``text`` with every credential of the run masked (OAuth tokens change as they
@@ -191,10 +226,13 @@ class Extraction:
     def previous_shape(self, stream: str) -> dict[str, Any] | None:
         """How the last run that read ``stream`` found it (its detected fields, formats)."""
         assert self.con is not None
+        if not self.identity.resolved:
+            return None
         rows = self.con.execute(
-            "SELECT shape FROM extract_runs WHERE stream = ? AND shape IS NOT NULL "
-            "AND status IN ('ok', 'partial') ORDER BY started_at DESC LIMIT 1",
-            [stream],
+            "SELECT shape FROM extract_runs WHERE workspace_id = ? AND stream = ? "
+            "AND shape IS NOT NULL AND status IN ('ok', 'partial') "
+            "ORDER BY started_at DESC LIMIT 1",
+            [self.identity.id, stream],
         ).fetchall()
         if not rows or rows[0][0] is None:
             return None
@@ -225,6 +263,8 @@ class Extraction:
         response, data = await client.get(
             plan.path, params, result.stats, plan.path, missing=() if cfg.streams_named else _ABSENT
         )
+        if isinstance(data, dict):
+            self.identity.learn([data])
         result.pagination, result.pages = "single", 1
         if data is None:
             result.status = "unavailable"
@@ -235,7 +275,10 @@ class Extraction:
             )
             return
         with transaction(self.con):
-            _, days = load.merge_summary(self.con, response.content, self.run_id, datetime.now(UTC))
+            self.identity.record(self.con, self.run_id)
+            _, days = load.merge_summary(
+                self.con, response.content, self.run_id, datetime.now(UTC), self.workspace_id
+            )
         result.records = days
 
     # -- the run log ---------------------------------------------------------------------
@@ -248,10 +291,20 @@ class Extraction:
         )
 
     def _record_run(self, result: StreamResult, started: bool = False) -> None:
+        """The stream's row in ``extract_runs`` (a row begun before the workspace id was
+        learned moves to it)."""
         assert self.con is not None
         s = result.stats
+        workspace = self.identity.id or self.config.workspace
+        if result.recorded_as not in (None, workspace):
+            self.con.execute(
+                "DELETE FROM extract_runs WHERE run_id = ? AND workspace_id = ? AND stream = ?",
+                [self.run_id, result.recorded_as, result.stream],
+            )
+        result.recorded_as = workspace
         row = [
             self.run_id,
+            workspace,
             result.stream,
             self.started,
             None if started else datetime.now(UTC),
@@ -286,3 +339,35 @@ async def run_extract(
     config: ExtractConfig, progress: ProgressSink | None = None, transport: Any = None
 ) -> ExtractResult:
     return await Extraction(config, progress, transport).run()
+
+
+async def run_extract_many(
+    configs: list[ExtractConfig], progress: ProgressSink | None = None, transport: Any = None
+) -> WorkspacesResult:
+    """Extract several workspaces at once into one warehouse, each at its own rate limit
+    with its own credentials and bookmarks; one failing leaves the others loaded."""
+    if not configs:
+        raise ValueError("no workspace to extract")
+    clock = time.monotonic()
+    run_id = new_run_id()
+    shared = open_warehouse(configs[0].db_path)
+    defer_checkpoints(shared)
+    shared.execute(_INTERRUPTED)
+    many = len(configs) > 1
+    try:
+        runs = [
+            Extraction(cfg, progress, transport, run_id=run_id, labelled=many).run(shared)
+            for cfg in configs
+        ]
+        done = await asyncio.gather(*runs, return_exceptions=True)
+    finally:
+        try:
+            shared.execute("CHECKPOINT")
+        finally:
+            shared.close()
+    results: dict[str, ExtractResult] = {}
+    for cfg, outcome in zip(configs, done, strict=True):
+        if isinstance(outcome, BaseException):
+            raise outcome  # a bug, not a workspace's failure: the others have finished
+        results[cfg.workspace] = outcome
+    return WorkspacesResult(run_id, configs[0].mode, results, time.monotonic() - clock)

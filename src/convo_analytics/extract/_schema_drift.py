@@ -36,13 +36,21 @@ def _json_type(structure: Any) -> set[str]:
 
 
 class SchemaTracker:
-    def __init__(self, con: duckdb.DuckDBPyConnection, stream: str, run_id: str) -> None:
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        stream: str,
+        run_id: str,
+        workspace: str = "default",
+    ) -> None:
         self.con = con
         self.stream = stream
         self.run_id = run_id
+        self.workspace = workspace
         self.seen: dict[str, set[str]] = {}
         rows = con.execute(
-            "SELECT field, json_type FROM stream_schemas WHERE stream = ?", [stream]
+            "SELECT field, json_type FROM stream_schemas WHERE workspace_id = ? AND stream = ?",
+            [workspace, stream],
         ).fetchall()
         self.before = {str(field): str(kind) for field, kind in rows}
 
@@ -74,10 +82,17 @@ class SchemaTracker:
             log.warning("%s: schema drift: %s", self.stream, line)
         self.con.execute(
             """INSERT INTO stream_schemas
-               SELECT ?, f, t, ?, ? FROM (SELECT unnest(?) AS f, unnest(?) AS t)
-               ON CONFLICT (stream, field) DO UPDATE SET json_type = CASE
+               SELECT ?, ?, f, t, ?, ? FROM (SELECT unnest(?) AS f, unnest(?) AS t)
+               ON CONFLICT (workspace_id, stream, field) DO UPDATE SET json_type = CASE
                    WHEN excluded.json_type = 'null' THEN stream_schemas.json_type
                    ELSE excluded.json_type END, last_run_id = excluded.last_run_id""",
-            [self.stream, self.run_id, self.run_id, list(after), list(after.values())],
+            [
+                self.workspace,
+                self.stream,
+                self.run_id,
+                self.run_id,
+                list(after),
+                list(after.values()),
+            ],
         )
         return lines

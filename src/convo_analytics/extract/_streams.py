@@ -42,6 +42,11 @@ class ExtractConfig:
     base_url: str
     api_key: str
     db_path: Path
+    #: The workspace's configured name, and the id its rows are keyed by when configured
+    #: (else learned, decision D-WORKSPACE-ID); ``implicit``: a flat configuration's one.
+    workspace: str = "default"
+    workspace_id: str | None = None
+    implicit_workspace: bool = True
     rate_limit: str = "600/min"
     streams: tuple[str, ...] = ALL_STREAMS
     #: Whether the user named the streams (then an unavailable one fails, not warns).

@@ -41,7 +41,7 @@ _CONFIGURED_ROWS = 20
 
 
 def empty_columns(
-    con: duckdb.DuckDBPyConnection, table: str, run_id: str
+    con: duckdb.DuckDBPyConnection, table: str, run_id: str, workspace: str
 ) -> dict[str, tuple[int, int]]:
     """Per sourced column of ``table``: rows this run loaded, and how many it filled."""
     columns = [c.name for c in FIELD_TABLES[table].columns if c.source is not None]
@@ -50,7 +50,8 @@ def empty_columns(
     )
     counts = ", ".join(f"count({c})" for c in columns)
     (row,) = con.execute(
-        f"SELECT count(*), {counts} FROM {table} WHERE {run_column} = ?", [run_id]
+        f"SELECT count(*), {counts} FROM {table} WHERE {run_column} = ? AND workspace_id = ?",
+        [run_id, workspace],
     ).fetchall()
     return {c: (int(row[0]), int(n)) for c, n in zip(columns, row[1:], strict=True)}
 

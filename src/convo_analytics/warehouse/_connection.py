@@ -15,7 +15,7 @@ from convo_analytics.warehouse._ingest_tables import INGEST_TABLES
 from convo_analytics.warehouse._marts import MART_TABLES
 from convo_analytics.warehouse._runs import PIPELINE_RUNS
 from convo_analytics.warehouse._tables import ALL_TABLES as SOURCE_TABLES
-from convo_analytics.warehouse._tables import SCHEMA_VERSION, Table
+from convo_analytics.warehouse._tables import SCHEMA_VERSION, Column, Table
 
 #: Every table of the warehouse: what extract and ingest load, the ingest's own, the marts.
 ALL_TABLES = (*SOURCE_TABLES, *INGEST_TABLES, *MART_TABLES, PIPELINE_RUNS)
@@ -99,8 +99,9 @@ def upgrade_tables(
     index the spec no longer wants (or now wants), or whose columns lack the
     compression the spec gives them (when the file can store it), is rebuilt:
     created as the spec says (columns in its order, since loads insert by
-    position; its compression), its rows copied and new columns left NULL, in
-    one transaction.
+    position; its compression), its rows copied and new columns filled as their
+    spec says (``Column.fill``, e.g. the workspace of a row from before there
+    were several) or left NULL, in one transaction.
     """
     present: dict[str, list[str]] = {}
     for table_name, column_name in con.execute(
@@ -109,9 +110,10 @@ def upgrade_tables(
     ).fetchall():
         present.setdefault(table_name, []).append(column_name)
     keyed = {
-        name
-        for (name,) in con.execute(
-            "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY' "
+        name: list(columns)
+        for name, columns in con.execute(
+            "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
+            "WHERE constraint_type = 'PRIMARY KEY' "
             "AND database_name = current_database() AND schema_name = current_schema()"
         ).fetchall()
     }
@@ -125,17 +127,26 @@ def upgrade_tables(
         have = present.get(table.name, [])
         if (
             have == [c.name for c in table.columns]
-            and (table.name in keyed) == table.indexed
+            and keyed.get(table.name) == (list(table.key) if table.indexed else None)
             and (not compression or _compressed_as_spec(table, created.get(table.name) or ""))
         ):
             continue
         old = f"{table.name}__before_upgrade"
-        values = ", ".join(c.name if c.name in have else "NULL" for c in table.columns)
+        values = ", ".join(_upgraded(c, have) for c in table.columns)
         with transaction(con):
             con.execute(f"ALTER TABLE {table.name} RENAME TO {old}")
             con.execute(table.ddl(compression=compression))
             con.execute(f"INSERT INTO {table.name} SELECT {values} FROM {old}")
             con.execute(f"DROP TABLE {old}")
+
+
+def _upgraded(column: Column, have: list[str]) -> str:
+    """A column's value when its table is rebuilt: kept, filled where missing, or NULL."""
+    if column.fill is None:
+        return column.name if column.name in have else "NULL"
+    if column.name in have:
+        return f"COALESCE({column.name}, {column.fill})"
+    return column.fill
 
 
 def _compressed_as_spec(table: Table, sql: str) -> bool:
@@ -161,20 +172,31 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     con.execute("COMMIT")
 
 
-def read_bookmark(con: duckdb.DuckDBPyConnection, stream: str) -> datetime | None:
-    row = con.execute("SELECT high_water_mark FROM bookmarks WHERE stream = ?", [stream]).fetchone()
-    return row[0] if row else None
+def read_bookmark(
+    con: duckdb.DuckDBPyConnection, stream: str, workspace: str = "default"
+) -> datetime | None:
+    rows = con.execute(
+        "SELECT high_water_mark FROM bookmarks WHERE workspace_id = ? AND stream = ?",
+        [workspace, stream],
+    ).fetchall()
+    return rows[0][0] if rows else None
 
 
 def write_bookmark(
-    con: duckdb.DuckDBPyConnection, stream: str, mark: datetime, run_id: str
+    con: duckdb.DuckDBPyConnection,
+    stream: str,
+    mark: datetime,
+    run_id: str,
+    workspace: str = "default",
 ) -> None:
-    """Advance (never move back) a stream's bookmark; call inside the data's transaction."""
+    """Advance (never move back) a workspace's stream bookmark; call inside the data's
+    transaction."""
     con.execute(
-        """INSERT INTO bookmarks VALUES (?, ?, ?, now())
-           ON CONFLICT (stream) DO UPDATE SET high_water_mark = excluded.high_water_mark,
+        """INSERT INTO bookmarks VALUES (?, ?, ?, ?, now())
+           ON CONFLICT (workspace_id, stream) DO UPDATE SET
+               high_water_mark = excluded.high_water_mark,
                run_id = excluded.run_id, committed_at = excluded.committed_at
            WHERE bookmarks.high_water_mark IS NULL
               OR excluded.high_water_mark > bookmarks.high_water_mark""",
-        [stream, mark, run_id],
+        [workspace, stream, mark, run_id],
     )

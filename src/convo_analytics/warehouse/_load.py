@@ -212,8 +212,10 @@ def stage_records(
     paths: RecordPaths,
     parse: dict[str, Any] | None = None,
     lists: Mapping[str, str] | None = None,
+    workspace: str = "default",
 ) -> None:
-    """Split response bodies into the staged table ``stage`` (payload, id, updated_at, hash, rn).
+    """Split response bodies into the staged table ``stage`` (workspace_id, payload, id,
+    updated_at, hash, rn); every record belongs to ``workspace``.
 
     With ``parse``, each record is also parsed into that structure (column ``_p``),
     and each member of it named in ``lists`` (a list of structures) is staged flat
@@ -242,6 +244,9 @@ def stage_records(
     staged = as_json(staged, "payload").append_column(
         "rn", pa.array(np.arange(staged.num_rows, dtype=np.int64))
     )
+    staged = staged.append_column(
+        "workspace_id", pa.repeat(pa.scalar(workspace, pa.string()), staged.num_rows)
+    )
     members = [m for m in (lists or {}) if parse and m in parse]
     for member in members:
         flat = flattened(staged.column("_p"), member)
@@ -258,10 +263,11 @@ def stage_details(
     bodies: Sequence[bytes],
     paths: RecordPaths,
     shape: LoadShape = DEFAULT_SHAPE,
+    workspace: str = "default",
 ) -> None:
     """Stage conversation details (whole bodies), parsed as ``shape`` says, lists flat."""
     whole = RecordPaths(WHOLE_BODY, paths.id, paths.updated, paths.created)
-    stage_records(con, stage, bodies, whole, shape.detail_structure, shape.detail_lists)
+    stage_records(con, stage, bodies, whole, shape.detail_structure, shape.detail_lists, workspace)
 
 
 def unstage(con: duckdb.DuckDBPyConnection, *stages: str) -> None:
@@ -287,17 +293,20 @@ def insert_raw(
     """
     con.execute(
         f"""INSERT INTO {raw_table}
-            SELECT s.id, s.payload_hash, s.updated_at, s.payload, ?, ?
+            SELECT s.workspace_id, s.id, s.payload_hash, s.updated_at, s.payload, ?, ?
             FROM {stage} s {_absent_from(raw_table, "s")}
             WHERE s.rn IN (SELECT min(rn) FROM {stage} WHERE id IS NOT NULL
-                           GROUP BY id, payload_hash)""",
+                           GROUP BY workspace_id, id, payload_hash)""",
         [fetched, run_id],
     )
 
 
 def _absent_from(raw_table: str, alias: str) -> str:
     """The anti-join that keeps a raw table's ``(id, payload_hash)`` unique without an index."""
-    return f"ANTI JOIN {raw_table} r ON r.id = {alias}.id AND r.payload_hash = {alias}.payload_hash"
+    return (
+        f"ANTI JOIN {raw_table} r ON r.workspace_id = {alias}.workspace_id "
+        f"AND r.id = {alias}.id AND r.payload_hash = {alias}.payload_hash"
+    )
 
 
 def classify(con: duckdb.DuckDBPyConnection, stage: str, typed: str) -> PageCounts:
@@ -306,9 +315,9 @@ def classify(con: duckdb.DuckDBPyConnection, stage: str, typed: str) -> PageCoun
         f"""SELECT count(*),
                    count(*) FILTER (WHERE t.id IS NULL),
                    count(*) FILTER (WHERE t.id IS NOT NULL AND s.updated_at > t.updated_at)
-            FROM (SELECT DISTINCT ON (id) id, updated_at FROM {stage}
-                  ORDER BY id, updated_at DESC) s
-            LEFT JOIN {typed} t USING (id)"""
+            FROM (SELECT DISTINCT ON (workspace_id, id) workspace_id, id, updated_at FROM {stage}
+                  ORDER BY workspace_id, id, updated_at DESC) s
+            LEFT JOIN {typed} t USING (workspace_id, id)"""
     ).fetchone()
     assert row is not None
     total, new, changed = (int(v) for v in row)
@@ -322,8 +331,10 @@ def merge_conversations(
     run_id: str,
     loaded: datetime,
     shape: LoadShape = DEFAULT_SHAPE,
+    workspace: str = "default",
 ) -> None:
-    """Upsert the newest version of each conversation; a detail beats its listed version.
+    """Upsert the newest version of each of ``workspace``'s conversations; a detail beats its
+    listed version (the staged records are all the workspace's).
 
     ``details`` must be staged with ``shape.detail_structure`` and its lists: the
     detail's parse is reused; only listed versions without a detail are parsed here.
@@ -337,7 +348,7 @@ def merge_conversations(
         rows = f"JOIN {listed} l ON l.rn = v.lrow LEFT JOIN {details} d ON d.rn = v.drow"
         parsed = f"CASE WHEN d.id IS NULL THEN {listed_parse} ELSE d._p END"
         detail_updated, detail_created = "d.updated_at", "d.created_at"
-        _note_prior_details(con, details)
+        _note_prior_details(con, details, workspace)
     else:
         join, rows, parsed = "", f"JOIN {listed} l ON l.rn = v.lrow", listed_parse
         detail_updated = detail_created = "NULL::TIMESTAMPTZ"
@@ -347,6 +358,7 @@ def merge_conversations(
         "r",
         {
             "id": "id",
+            "workspace_id": _literal(workspace),
             "detail_updated_at": "detail_updated_at",
             "first_run_id": "?",
             "last_run_id": "?",
@@ -369,20 +381,29 @@ def merge_conversations(
                 {rows})"""
     con.execute(_merge(conversations, source, ("first_run_id",), newer), [run_id, run_id, loaded])
     if details:
-        _replace_detail_children(con, details, run_id, shape)
+        _replace_detail_children(con, details, run_id, shape, workspace)
 
 
-def _note_prior_details(con: duckdb.DuckDBPyConnection, details: str) -> None:
+def _literal(value: str) -> str:
+    """A text value as an SQL literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _note_prior_details(con: duckdb.DuckDBPyConnection, details: str, workspace: str) -> None:
     """Before the merge: which detailed conversations we held already, and from which detail."""
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE prior_details AS
             SELECT c.id, c.detail_updated_at FROM conversations c
-            WHERE c.id IN (SELECT id FROM {details})"""
+            WHERE c.workspace_id = {_literal(workspace)} AND c.id IN (SELECT id FROM {details})"""
     )
 
 
 def _replace_detail_children(
-    con: duckdb.DuckDBPyConnection, details: str, run_id: str, shape: LoadShape
+    con: duckdb.DuckDBPyConnection,
+    details: str,
+    run_id: str,
+    shape: LoadShape,
+    workspace: str = "default",
 ) -> None:
     """Swap in the transcripts (and handoffs, guardrail events) of the details now current.
 
@@ -395,7 +416,8 @@ def _replace_detail_children(
             SELECT DISTINCT ON (d.id) d.id, d.rn AS drow, p.id IS NOT NULL AS held
             FROM {details} d
             JOIN conversations c
-              ON c.id = d.id AND c.detail_updated_at IS NOT DISTINCT FROM d.updated_at
+              ON c.workspace_id = {_literal(workspace)} AND c.id = d.id
+             AND c.detail_updated_at IS NOT DISTINCT FROM d.updated_at
             LEFT JOIN prior_details p ON p.id = d.id
             WHERE p.detail_updated_at IS DISTINCT FROM d.updated_at"""
     )
@@ -405,7 +427,9 @@ def _replace_detail_children(
     staged = dict((child, table) for table, child in shape.children)
     for child in DETAIL_LISTS:
         table = staged.get(child) or shape.table(child)
-        _replace_children(con, details, run_id, table, child if child in staged else None, held)
+        _replace_children(
+            con, details, run_id, table, child if child in staged else None, held, workspace
+        )
 
 
 def _replace_children(
@@ -415,13 +439,14 @@ def _replace_children(
     table: Table,
     staged: str | None,
     held: bool,
+    workspace: str = "default",
 ) -> None:
     """Replace the rows of ``table`` for the applied details with the items staged as
     ``{details}_{staged}`` (None: the details hold no such list, only deletes)."""
     if held:
         con.execute(
-            f"DELETE FROM {table.name} WHERE conversation_id IN "
-            "(SELECT id FROM applied_details WHERE held)"
+            f"DELETE FROM {table.name} WHERE workspace_id = {_literal(workspace)} AND "
+            "conversation_id IN (SELECT id FROM applied_details WHERE held)"
         )
     if staged is None:
         return
@@ -432,7 +457,13 @@ def _replace_children(
     select = _typed_select(
         table,
         "m",
-        {"id": "_id", "conversation_id": "conversation_id", "position": "position", "run_id": "?"},
+        {
+            "id": "_id",
+            "workspace_id": _literal(workspace),
+            "conversation_id": "conversation_id",
+            "position": "position",
+            "run_id": "?",
+        },
     )
     items = (
         f"SELECT *, {item_id} AS _id FROM (SELECT a.id AS conversation_id, m.position, m._s "
@@ -450,7 +481,7 @@ def _replace_children(
     con.execute(
         f"""INSERT INTO {table.name} SELECT n.* FROM (
                 SELECT {select} FROM ({items}) {first}
-            ) n ANTI JOIN {table.name} m ON m.id = n.id""",
+            ) n ANTI JOIN {table.name} m ON m.workspace_id = n.workspace_id AND m.id = n.id""",
         [run_id],
     )
 
@@ -461,6 +492,7 @@ def merge_leads(
     run_id: str,
     loaded: datetime,
     shape: LoadShape = DEFAULT_SHAPE,
+    workspace: str = "default",
 ) -> None:
     leads = shape.table(LEADS.name)
     select = _typed_select(
@@ -468,6 +500,7 @@ def merge_leads(
         "r",
         {
             "id": "id",
+            "workspace_id": _literal(workspace),
             "first_run_id": "?",
             "last_run_id": "?",
             "loaded_at": "?",
@@ -484,15 +517,23 @@ def merge_leads(
 
 
 def merge_summary(
-    con: duckdb.DuckDBPyConnection, body: bytes, run_id: str, fetched: datetime
+    con: duckdb.DuckDBPyConnection,
+    body: bytes,
+    run_id: str,
+    fetched: datetime,
+    workspace: str | None = None,
 ) -> tuple[str, int]:
-    """Store one summary answer raw and its daily rows typed; returns (raw id, days)."""
+    """Store one summary answer raw and its daily rows typed; returns (raw id, days).
+
+    ``workspace`` is the workspace the summary was asked for (default: the one the
+    answer names, else ``default``)."""
     _bodies(con, "summary_body", [body])
+    named = _literal(workspace) if workspace else "COALESCE(s->>'$.workspaceId', 'default')"
     select = _typed_select(
         SERVICE_SUMMARIES,
         "d",
         {
-            "workspace_id": "s->>'$.workspaceId'",
+            "workspace_id": named,
             "timezone": "COALESCE(s->>'$.timezone', 'UTC')",
             "low_confidence_threshold": "TRY_CAST(s->>'$.lowConfidenceThreshold' AS DOUBLE)",
             "fetched_at": "?",
@@ -505,7 +546,8 @@ def merge_summary(
     )
     con.execute(
         f"""INSERT INTO raw_service_summaries
-            SELECT n.* FROM (SELECT {raw_id} AS id, md5(s::VARCHAR) AS payload_hash, NULL, s, ?, ?
+            SELECT n.* FROM (SELECT {named} AS workspace_id, {raw_id} AS id,
+                                    md5(s::VARCHAR) AS payload_hash, NULL, s, ?, ?
                              FROM (SELECT body::JSON AS s FROM summary_body)) n
             {_absent_from("raw_service_summaries", "n")}""",
         [fetched, run_id],

@@ -20,7 +20,7 @@ from convo_analytics.contract._summary import SummaryMetrics
 #: 4: quarantine rows keep their line and how they were resolved; ingest_files remembers
 #: how far each archive file was read; an event's content hash is that of its canonical
 #: form (the keys of events stored before are added, see ``backfill_canonical_keys``).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Large, distinct text (JSON bodies, keys, hashes): zstd stores it in about half the
 #: space of DuckDB's own choice (dictionary and FSST) for less CPU while loading.
@@ -35,6 +35,9 @@ class Column:
     doc: str = ""
     #: A compression DuckDB must use for the column (e.g. zstd), instead of its own choice.
     compression: str | None = None
+    #: When an older warehouse is upgraded: the value of a column it lacks (or leaves NULL),
+    #: an SQL expression over the old table's columns (see ``upgrade_tables``).
+    fill: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +68,29 @@ class Table:
         return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  {cols}{key}\n)"
 
 
+#: The workspace of a row written before the warehouse held several (schema version 5): the
+#: one the warehouse held, as its records or conversations name it, else ``default``.
+LEGACY_WORKSPACE = (
+    "COALESCE((SELECT min(workspace_id) FROM conversations WHERE workspace_id IS NOT NULL), "
+    "'default')"
+)
+
+
+def workspace_column(fill: str = LEGACY_WORKSPACE, doc: str = "") -> Column:
+    """The workspace a row belongs to: part of every key (decision D-WORKSPACE-ID)."""
+    return Column(
+        "workspace_id",
+        "VARCHAR NOT NULL",
+        doc=doc or "the workspace it belongs to (the service's id of it, D-WORKSPACE-ID)",
+        fill=fill,
+    )
+
+
 def _raw(name: str, what: str) -> Table:
     return Table(
         name,
         (
+            workspace_column("COALESCE(payload->>'$.workspaceId', 'default')"),
             Column("id", "VARCHAR NOT NULL", doc="the record's id"),
             Column(
                 "payload_hash",
@@ -86,7 +108,7 @@ def _raw(name: str, what: str) -> Table:
             Column("fetched_at", "TIMESTAMPTZ NOT NULL", doc="when this run received it"),
             Column("run_id", "VARCHAR NOT NULL", doc="the extract run that received it"),
         ),
-        ("id", "payload_hash"),
+        ("workspace_id", "id", "payload_hash"),
         f"Every distinct version of {what} ever fetched (a re-fetched identical version is "
         "recognised as a duplicate and not stored again).",
         indexed=False,
@@ -101,6 +123,11 @@ RAW_SERVICE_SUMMARIES = _raw(
 )
 
 _TS = "TIMESTAMPTZ"
+#: A transcript item's or detail child's workspace in an older warehouse: its conversation's.
+_PARENT_WORKSPACE = (
+    "COALESCE((SELECT min(c.workspace_id) FROM conversations c WHERE c.id = conversation_id), "
+    "'default')"
+)
 LOADED = (
     Column("first_run_id", "VARCHAR", doc="the run that first loaded the record"),
     Column("last_run_id", "VARCHAR", doc="the run that loaded the current version"),
@@ -111,7 +138,7 @@ CONVERSATIONS = Table(
     "conversations",
     (
         Column("id", "VARCHAR NOT NULL", "$.id"),
-        Column("workspace_id", "VARCHAR", "$.workspaceId"),
+        workspace_column("COALESCE(workspace_id, 'default')"),
         Column(
             "external_user_id",
             "VARCHAR",
@@ -143,7 +170,7 @@ CONVERSATIONS = Table(
         ),
         *LOADED,
     ),
-    ("id",),
+    ("workspace_id", "id"),
     "One row per conversation: its newest version (from its detail when one was fetched).",
 )
 
@@ -151,6 +178,7 @@ MESSAGES = Table(
     "messages",
     (
         Column("id", "VARCHAR NOT NULL", "$.id"),
+        workspace_column(_PARENT_WORKSPACE),
         Column("conversation_id", "VARCHAR NOT NULL", None, "the conversation it belongs to"),
         Column("position", "INTEGER", None, "0-based place in the transcript"),
         Column("role", "VARCHAR", "$.role", "user, assistant, agent or system"),
@@ -165,7 +193,7 @@ MESSAGES = Table(
         Column("knowledge_source", "VARCHAR", "$.knowledgeSource", "passage source used"),
         Column("run_id", "VARCHAR", None, "the run that loaded the transcript"),
     ),
-    ("id",),
+    ("workspace_id", "id"),
     "Transcript messages from conversation details; replaced as a whole when a newer "
     "detail of the conversation is loaded.",
     indexed=False,
@@ -178,12 +206,13 @@ def _detail_child(name: str, doc: str, columns: tuple[Column, ...]) -> Table:
         name,
         (
             Column("id", "VARCHAR NOT NULL", "$.id"),
+            workspace_column(_PARENT_WORKSPACE),
             Column("conversation_id", "VARCHAR NOT NULL", None, "the conversation it belongs to"),
             Column("position", "INTEGER", None, "0-based place in the detail's list"),
             *columns,
             Column("run_id", "VARCHAR", None, "the run that loaded the detail"),
         ),
-        ("id",),
+        ("workspace_id", "id"),
         doc,
     )
 
@@ -224,7 +253,7 @@ LEADS = Table(
     (
         Column("id", "VARCHAR NOT NULL", "$.id"),
         Column("conversation_id", "VARCHAR", "$.conversationId"),
-        Column("workspace_id", "VARCHAR", "$.workspaceId"),
+        workspace_column("COALESCE(workspace_id, 'default')"),
         Column("status", "VARCHAR", "$.status", "scored or qualified"),
         Column("score", "DOUBLE", "$.score", "0-100"),
         Column("intent", "VARCHAR", "$.intent"),
@@ -241,7 +270,7 @@ LEADS = Table(
         Column("conversation_url", "VARCHAR", "$.conversationUrl"),
         *LOADED,
     ),
-    ("id",),
+    ("workspace_id", "id"),
     "One row per lead, newest version.",
 )
 
@@ -287,19 +316,22 @@ SERVICE_SUMMARIES = Table(
 BOOKMARKS = Table(
     "bookmarks",
     (
+        workspace_column(),
         Column("stream", "VARCHAR NOT NULL", doc="conversations or leads"),
         Column("high_water_mark", _TS, doc="the newest updated-at loaded and committed"),
         Column("run_id", "VARCHAR", doc="the run that advanced it"),
         Column("committed_at", _TS, doc="when it was advanced"),
     ),
-    ("stream",),
-    "Where each incremental stream resumes; advanced in the same transaction as the data.",
+    ("workspace_id", "stream"),
+    "Where each workspace's incremental streams resume; advanced in the same transaction as "
+    "the data.",
 )
 
 EXTRACT_RUNS = Table(
     "extract_runs",
     (
         Column("run_id", "VARCHAR NOT NULL"),
+        workspace_column(),
         Column("stream", "VARCHAR NOT NULL"),
         Column("started_at", _TS),
         Column("finished_at", _TS),
@@ -340,21 +372,38 @@ EXTRACT_RUNS = Table(
             "each with its origin (configured, default, detected)",
         ),
     ),
-    ("run_id", "stream"),
-    "One row per stream per extract run.",
+    ("run_id", "workspace_id", "stream"),
+    "One row per workspace and stream per extract run.",
 )
 
 STREAM_SCHEMAS = Table(
     "stream_schemas",
     (
+        workspace_column(),
         Column("stream", "VARCHAR NOT NULL"),
         Column("field", "VARCHAR NOT NULL", doc="a top-level field of the stream's records"),
         Column("json_type", "VARCHAR", doc="its JSON type as last seen"),
         Column("first_run_id", "VARCHAR"),
         Column("last_run_id", "VARCHAR"),
     ),
-    ("stream", "field"),
-    "The record shape each stream had, for reporting drift.",
+    ("workspace_id", "stream", "field"),
+    "The record shape each workspace's streams had, for reporting drift.",
+)
+
+WORKSPACES = Table(
+    "workspaces",
+    (
+        Column("name", "VARCHAR NOT NULL", doc="the configured name ([[workspaces]] name)"),
+        Column("workspace_id", "VARCHAR NOT NULL", doc="the id every row of it is keyed by"),
+        Column("id_origin", "VARCHAR", doc="configured, learned (from its records) or name"),
+        Column("base_url", "VARCHAR", doc="the service it was read from"),
+        Column("first_run_id", "VARCHAR"),
+        Column("last_run_id", "VARCHAR"),
+        Column("updated_at", _TS),
+    ),
+    ("name",),
+    "The workspaces read into this warehouse: each configured name and the workspace id its "
+    "rows are keyed by (decision D-WORKSPACE-ID).",
 )
 
 # -- webhook events (convo webhooks ingest) ------------------------------------------------
@@ -554,5 +603,6 @@ EVENT_TABLES = (
 ALL_TABLES = (
     RAW_CONVERSATIONS, RAW_CONVERSATION_DETAILS, RAW_LEADS, RAW_SERVICE_SUMMARIES,
     CONVERSATIONS, MESSAGES, CONVERSATION_ESCALATIONS, CONVERSATION_GUARDRAIL_EVENTS, LEADS,
-    SERVICE_SUMMARIES, BOOKMARKS, EXTRACT_RUNS, STREAM_SCHEMAS, EVENTS, EVENT_KEYS, *EVENT_TABLES,
+    SERVICE_SUMMARIES, BOOKMARKS, EXTRACT_RUNS, STREAM_SCHEMAS, WORKSPACES, EVENTS, EVENT_KEYS,
+    *EVENT_TABLES,
 )  # fmt: skip

@@ -21,16 +21,16 @@ def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE upgrade_details AS
             SELECT *, row_number() OVER () AS rn FROM (
-                SELECT r.id,
+                SELECT r.workspace_id, r.id,
                        json_transform(r.payload, '{_quoted_structure(structure)}') AS _p
                 FROM raw_conversation_details r JOIN conversations c
-                  ON c.id = r.id AND c.detail_updated_at = r.updated_at
-                QUALIFY row_number() OVER (PARTITION BY r.id ORDER BY r.fetched_at DESC) = 1)"""
+                  ON c.workspace_id = r.workspace_id AND c.id = r.id
+                 AND c.detail_updated_at = r.updated_at
+                QUALIFY row_number() OVER (PARTITION BY r.workspace_id, r.id
+                                           ORDER BY r.fetched_at DESC) = 1)"""
     )
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE applied_details AS "
-        "SELECT id, rn AS drow, false AS held FROM upgrade_details"
-    )
+    workspaces = [w for (w,) in con.execute(
+        "SELECT DISTINCT workspace_id FROM upgrade_details").fetchall()]  # fmt: skip
     children = DEFAULT_SHAPE.children[1:]  # the transcripts were stored all along
     keys = {child: key for key, child in DEFAULT_SHAPE.detail_lists.items()}
     for _, child in children:  # flat, as stage_records stages them
@@ -41,12 +41,18 @@ def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
                       FROM upgrade_details)"""
         )
     with transaction(con):
-        for table, child in children:
-            _replace_children(con, "upgrade_details", "upgrade", table, child, False)
+        for workspace in workspaces:
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE applied_details AS SELECT id, rn AS drow, "
+                "false AS held FROM upgrade_details WHERE workspace_id = ?",
+                [workspace],
+            )
+            for table, child in children:
+                _replace_children(con, "upgrade_details", "upgrade", table, child, False, workspace)
     for _, child in children:
         con.execute(f"DROP TABLE upgrade_details_{child}")
     con.execute("DROP TABLE upgrade_details")
-    con.execute("DROP TABLE applied_details")
+    con.execute("DROP TABLE IF EXISTS applied_details")
 
 
 def backfill_canonical_keys(con: duckdb.DuckDBPyConnection) -> None:

@@ -95,6 +95,12 @@ class ReceiverSettings:
     #: server_options), and how many connections are held at most.
     header_timeout: float = 5.0
     max_connections: int = 1000
+    #: Workspaces each with their own endpoint ``{path}/{name}`` and secrets (several
+    #: during rotation); a delivery there verifies with that workspace's secrets only.
+    workspaces: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    #: The service's id of a workspace, where known: a delivery whose event names another
+    #: workspace is refused (400 ``workspace_mismatch``).
+    workspace_ids: dict[str, str] = field(default_factory=dict)
 
     def server_options(self) -> dict[str, Any]:
         """uvicorn.Config options that apply the header timeout and the connection cap."""
@@ -103,8 +109,13 @@ class ReceiverSettings:
         return {"http": guarded_protocol(self.header_timeout, self.max_connections)}
 
     def validate(self) -> None:
-        if not secret_keys(self.secrets):
+        if not secret_keys(self.secrets) and not any(
+            secret_keys(s) for s in self.workspaces.values()
+        ):
             raise ValueError("at least one webhook secret is needed to verify deliveries")
+        for name, secrets in self.workspaces.items():
+            if not secret_keys(secrets):
+                raise ValueError(f"workspace {name!r} has no webhook secret")
         if self.max_body_bytes < 1:
             raise ValueError("max_body_bytes must be at least 1")
         if self.body_timeout <= 0:
@@ -180,7 +191,9 @@ class _Receiver:
     def __init__(self, settings: ReceiverSettings) -> None:
         self.settings = settings
         self.keys = secret_keys(settings.secrets)
+        self.workspace_keys = {n: secret_keys(s) for n, s in settings.workspaces.items()}
         self.archive: ArchiveWriter | None = None
+        self.archives: dict[str, ArchiveWriter] = {}
         self.quarantine: ArchiveWriter | None = None
         self.window_start = settings.clock()
         self.window_total = self.window_failed = 0
@@ -189,18 +202,34 @@ class _Receiver:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         directory, clock = self.settings.archive_dir, self.settings.clock
-        async with (
-            ArchiveWriter(directory, ACCEPTED_PREFIX, clock) as archive,
-            ArchiveWriter(directory / "quarantine", QUARANTINE_PREFIX, clock) as quarantine,
-        ):
-            self.archive, self.quarantine = archive, quarantine
+        async with contextlib.AsyncExitStack() as stack:
+            self.archive = await stack.enter_async_context(
+                ArchiveWriter(directory, ACCEPTED_PREFIX, clock)
+            )
+            self.quarantine = await stack.enter_async_context(
+                ArchiveWriter(directory / "quarantine", QUARANTINE_PREFIX, clock)
+            )
+            for name in self.settings.workspaces:
+                self.archives[name] = await stack.enter_async_context(
+                    ArchiveWriter(workspace_archive(directory, name), ACCEPTED_PREFIX, clock)
+                )
             try:
                 yield
             finally:
                 self.archive = self.quarantine = None
+                self.archives.clear()
 
-    async def deliver(self, request: Request) -> Response:
+    async def deliver_to(self, request: Request) -> Response:
+        """A delivery to one workspace's endpoint: its secrets, its archive."""
+        name = request.path_params["workspace"]
+        if name not in self.workspace_keys:
+            return _error(404, "not_found", f"no workspace {name!r} is received here")
+        return await self.deliver(request, name)
+
+    async def deliver(self, request: Request, workspace: str | None = None) -> Response:
         received = self.settings.clock()
+        keys = self.keys if workspace is None else self.workspace_keys[workspace]
+        tag = {} if workspace is None else {"workspace": workspace}
         cap = self.settings.max_body_bytes
         headers = _headers(request)
         delivery_id = _delivery_id(headers)
@@ -215,43 +244,62 @@ class _Receiver:
             return response
         if truncated:
             message = f"the body is larger than {cap} bytes"
-            await self._quarantine(body, headers, received, delivery_id, "too_large", 413, None)
+            await self._quarantine(
+                body, headers, received, delivery_id, "too_large", 413, None, workspace
+            )
             return _error(413, "payload_too_large", message)
         read = read_body(body)
         parsed = read.parsed
         if read.problem is not None or not isinstance(parsed, dict):
             verification = verify_delivery(
-                body, headers, self.keys, parsed, canonical=read.problem is None
+                body, headers, keys, parsed, canonical=read.problem is None
             )
             reason = read.problem or "not_json"
             if reason in (MALFORMED_BODY, BAD_ENCODING):
                 reason = "not_json"
             code, message = _REFUSALS.get(reason, _REFUSALS["not_json"])
-            await self._quarantine(body, headers, received, delivery_id, reason, 400, verification)
+            await self._quarantine(
+                body, headers, received, delivery_id, reason, 400, verification, workspace
+            )
             return _error(400, code, message if reason == "not_json" else read.detail)
-        verification = verify_delivery(body, headers, self.keys, parsed)
+        verification = verify_delivery(body, headers, keys, parsed)
         self._count_signature(verification, received)
         if not verification.ok:
             reason = verification.reason or "bad_signature"
-            await self._quarantine(body, headers, received, delivery_id, reason, 401, verification)
+            await self._quarantine(
+                body, headers, received, delivery_id, reason, 401, verification, workspace
+            )
             if reason == "unsigned":
                 return _error(401, "missing_signature", "the delivery carries no signature")
             return _error(401, "invalid_signature", "the signature does not verify")
+        expected = self.settings.workspace_ids.get(workspace or "")
+        claimed = parsed.get("workspaceId")
+        if expected and isinstance(claimed, str) and claimed != expected:
+            detail = f"the event names workspace {claimed!r}, this endpoint receives {expected!r}"
+            reason = "workspace_mismatch"
+            await self._quarantine(
+                body, headers, received, delivery_id, reason, 400, verification, workspace
+            )
+            return _error(400, reason, detail)
         skew = timedelta(seconds=self.settings.max_future_seconds)
         if (late := timestamp_problem(parsed, received, skew)) is not None:
             reason, detail = late
-            await self._quarantine(body, headers, received, delivery_id, reason, 400, verification)
+            await self._quarantine(
+                body, headers, received, delivery_id, reason, 400, verification, workspace
+            )
             return _error(400, reason, detail)
         line = archive_line(
             body,
             headers,
             stamp(received),
             deliveryId=delivery_id,
+            **tag,
             **_verification_fields(verification),
         )
-        assert self.archive is not None
+        archive = self.archive if workspace is None else self.archives.get(workspace)
+        assert archive is not None
         try:
-            await self.archive.append(line, received.astimezone(UTC).date())
+            await archive.append(line, received.astimezone(UTC).date())
         except ArchiveError as exc:
             log.error("delivery %s not archived: %s", delivery_id, exc)
             return _error(503, "archive_unavailable", "the delivery could not be stored; retry")
@@ -287,8 +335,10 @@ class _Receiver:
         reason: str,
         status: int,
         verification: Verification | None,
+        workspace: str | None = None,
     ) -> None:
         """Keep a rejected delivery; the answer is the rejection even if this fails."""
+        tag = {} if workspace is None else {"workspace": workspace}
         line = archive_line(
             body,
             headers,
@@ -297,6 +347,7 @@ class _Receiver:
             reason=reason,
             status=status,
             truncated=reason == "too_large",
+            **tag,
             **_verification_fields(verification),
         )
         assert self.quarantine is not None
@@ -322,6 +373,11 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return _error(500, "internal_error", "the receiver failed; retry")
 
 
+def workspace_archive(directory: Path, name: str) -> Path:
+    """Where one workspace's accepted deliveries are archived (ingested with its secrets)."""
+    return directory / "workspaces" / name
+
+
 def create_receiver_app(settings: ReceiverSettings) -> Starlette:
     """The receiver: ``POST {settings.path}`` takes deliveries, ``GET /healthz`` says it is up."""
     settings.validate()
@@ -329,6 +385,9 @@ def create_receiver_app(settings: ReceiverSettings) -> Starlette:
     return Starlette(
         routes=[
             Route(settings.path, receiver.deliver, methods=["POST"]),
+            Route(
+                settings.path.rstrip("/") + "/{workspace}", receiver.deliver_to, methods=["POST"]
+            ),
             Route("/healthz", receiver.health, methods=["GET"]),
         ],
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
