@@ -13,6 +13,7 @@ from rich.console import Console
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._errors import BehindTlsProxy, report_error, require_loopback
 from convo_analytics.cli._lock import warehouse_writer
+from convo_analytics.cli._options import DbOption, default_of
 from convo_analytics.errors import UserError
 
 __all__ = ["dashboard", "publish"]
@@ -23,12 +24,18 @@ APP = Path(__file__).resolve().parents[3] / "dashboards" / "streamlit_app.py"
 
 def publish(
     ctx: typer.Context,
-    db: Annotated[Path | None, typer.Option("--db", help="Warehouse file (DuckDB).")] = None,
+    db: DbOption = None,
     published_dir: Annotated[
-        Path | None, typer.Option("--dir", help="Where snapshots go (default: publish.dir).")
+        Path | None,
+        typer.Option(
+            "--dir", metavar="DIR", help=f"Where snapshots go. {default_of('publish.dir')}"
+        ),
     ] = None,
     keep: Annotated[
-        int | None, typer.Option("--keep", min=1, help="Snapshots kept (default: publish.keep).")
+        int | None,
+        typer.Option(
+            "--keep", min=1, metavar="N", help=f"Snapshots kept. {default_of('publish.keep')}"
+        ),
     ] = None,
 ) -> None:
     """Publish a consistent snapshot of the warehouse for the dashboard and other readers.
@@ -64,10 +71,23 @@ def publish(
 
 def dashboard(
     ctx: typer.Context,
-    host: Annotated[str | None, typer.Option("--host", help="Interface to listen on.")] = None,
-    port: Annotated[int | None, typer.Option("--port", help="TCP port.")] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            metavar="HOST",
+            help=f"Interface to listen on. {default_of('dashboard.host')}",
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", metavar="PORT", help=f"TCP port. {default_of('dashboard.port')}"),
+    ] = None,
     published_dir: Annotated[
-        Path | None, typer.Option("--dir", help="Snapshots to read (default: publish.dir).")
+        Path | None,
+        typer.Option(
+            "--dir", metavar="DIR", help=f"Snapshots to read. {default_of('publish.dir')}"
+        ),
     ] = None,
     behind_tls_proxy: BehindTlsProxy = False,
 ) -> None:

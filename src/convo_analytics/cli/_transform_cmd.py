@@ -16,22 +16,29 @@ from rich.console import Console
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._errors import BehindTlsProxy, require_loopback
 from convo_analytics.cli._lock import warehouse_writer
+from convo_analytics.cli._options import PLAIN_HELP, DbOption, default_of
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
 __all__ = ["export_app", "serve", "transform"]
 
-DbOption = Annotated[Path | None, typer.Option("--db", help="Warehouse file (DuckDB).")]
-FromOption = Annotated[str, typer.Option("--from", help="First day, inclusive (YYYY-MM-DD).")]
-ToOption = Annotated[str, typer.Option("--to", help="Last day, inclusive (YYYY-MM-DD).")]
+FromOption = Annotated[
+    str, typer.Option("--from", metavar="DAY", help="First day, inclusive (YYYY-MM-DD).")
+]
+ToOption = Annotated[
+    str, typer.Option("--to", metavar="DAY", help="Last day, inclusive (YYYY-MM-DD).")
+]
 TzOption = Annotated[
     str | None,
     typer.Option(
-        "--tz", help="IANA time zone days are cut in (default: the first of transform.timezones)."
+        "--tz",
+        metavar="ZONE",
+        help="IANA time zone days are cut in. [default: the first of transform.timezones]",
     ),
 ]
 
 export_app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP,
     name="export",
     help="Write the summary (service-compatible) or the guardrail incident log.",
     no_args_is_help=True,
@@ -65,13 +72,20 @@ def transform(
     tz: Annotated[
         list[str] | None,
         typer.Option(
-            "--tz", help="Cut days in this IANA zone (repeatable; default transform.timezones)."
+            "--tz",
+            metavar="ZONE",
+            help=f"Cut days in this IANA zone (repeatable). {default_of('transform.timezones')}",
         ),
     ] = None,
     low_confidence_threshold: Annotated[
         float | None,
         typer.Option(
-            "--low-confidence-threshold", min=0.0, max=1.0, help="Confidence below this is low."
+            "--low-confidence-threshold",
+            min=0.0,
+            max=1.0,
+            metavar="X",
+            help="Confidence below this is low. "
+            + default_of("transform.low_confidence_threshold"),
         ),
     ] = None,
     reconcile: Annotated[
@@ -79,7 +93,13 @@ def transform(
         typer.Option("--reconcile/--no-reconcile", help="Compare with the service's own summary."),
     ] = True,
     tolerance: Annotated[
-        float | None, typer.Option("--tolerance", min=0.0, help="Relative difference tolerated.")
+        float | None,
+        typer.Option(
+            "--tolerance",
+            min=0.0,
+            metavar="X",
+            help=f"Relative difference tolerated. {default_of('transform.tolerance')}",
+        ),
     ] = None,
     fail_on_mismatch: Annotated[
         bool,
@@ -152,17 +172,24 @@ def export_summary_cmd(
     tz: TzOption = None,
     db: DbOption = None,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Write to FILE instead of stdout.")
+        Path | None,
+        typer.Option("--out", metavar="FILE", help="Write to FILE instead of stdout."),
     ] = None,
     low_confidence_threshold: Annotated[
         float | None,
         typer.Option(
-            "--low-confidence-threshold", min=0.0, max=1.0, help="Default: the marts' own."
+            "--low-confidence-threshold",
+            min=0.0,
+            max=1.0,
+            metavar="X",
+            help="Confidence below this is low. [default: the marts' own]",
         ),
     ] = None,
     workspace_id: Annotated[
         str | None,
-        typer.Option("--workspace-id", help="Workspace to report (default: the only one)."),
+        typer.Option(
+            "--workspace-id", metavar="ID", help="Workspace to report. [default: the only one]"
+        ),
     ] = None,
 ) -> None:
     """Write the summary for a date range in exactly the shape of GET /v1/analytics/summary."""
@@ -200,12 +227,18 @@ def export_guardrails_cmd(
     from_: FromOption,
     to: ToOption,
     fmt: Annotated[
-        str, typer.Option("--format", help="jsonl, csv or parquet.", case_sensitive=False)
+        str,
+        typer.Option(
+            "--format", metavar="FORMAT", help="jsonl, csv or parquet.", case_sensitive=False
+        ),
     ] = "jsonl",
     tz: TzOption = None,
     db: DbOption = None,
     out_dir: Annotated[
-        Path | None, typer.Option("--out-dir", help="Folder to write to (default: export.dir).")
+        Path | None,
+        typer.Option(
+            "--out-dir", metavar="DIR", help=f"Folder to write to. {default_of('export.dir')}"
+        ),
     ] = None,
     redact: Annotated[
         bool,
@@ -250,9 +283,19 @@ def export_guardrails_cmd(
 
 def serve(
     ctx: typer.Context,
-    host: Annotated[str | None, typer.Option("--host", help="Interface to listen on.")] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host", metavar="HOST", help=f"Interface to listen on. {default_of('serve.host')}"
+        ),
+    ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", help="TCP port (0 picks a free one).")
+        int | None,
+        typer.Option(
+            "--port",
+            metavar="PORT",
+            help=f"TCP port (0 picks a free one). {default_of('serve.port')}",
+        ),
     ] = None,
     db: DbOption = None,
     behind_tls_proxy: BehindTlsProxy = False,

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._errors import BehindTlsProxy, require_loopback
+from convo_analytics.cli._options import default_of
 from convo_analytics.errors import UserError
 
 __all__ = ["serve"]
@@ -28,23 +29,33 @@ def serve(
     ctx: typer.Context,
     host: Annotated[
         str,
-        typer.Option("--host", help="Interface to listen on (loopback unless behind a proxy)."),
+        typer.Option(
+            "--host",
+            metavar="HOST",
+            help="Interface to listen on (loopback unless behind a proxy).",
+        ),
     ] = DEFAULT_HOST,
-    port: Annotated[int, typer.Option("--port", help="TCP port (0 picks a free one).")] = (
-        DEFAULT_PORT
-    ),
+    port: Annotated[
+        int, typer.Option("--port", metavar="PORT", help="TCP port (0 picks a free one).")
+    ] = (DEFAULT_PORT),
     archive_dir: Annotated[
         Path | None,
-        typer.Option("--archive-dir", help="Archive directory (default: webhooks.archive_dir)."),
+        typer.Option(
+            "--archive-dir",
+            metavar="DIR",
+            help=f"Archive directory. {default_of('webhooks.archive_dir')}",
+        ),
     ] = None,
     max_body_bytes: Annotated[
         int,
-        typer.Option("--max-body-bytes", min=1, help="Larger bodies are answered 413."),
+        typer.Option(
+            "--max-body-bytes", min=1, metavar="N", help="Larger bodies are answered 413."
+        ),
     ] = DEFAULT_MAX_BODY_BYTES,
     behind_tls_proxy: BehindTlsProxy = False,
-    path: Annotated[str, typer.Option("--path", help="URL path deliveries are POSTed to.")] = (
-        "/webhooks"
-    ),
+    path: Annotated[
+        str, typer.Option("--path", metavar="PATH", help="URL path deliveries are POSTed to.")
+    ] = ("/webhooks"),
 ) -> None:
     """Receive webhook deliveries: verify, archive durably, then acknowledge.
 
