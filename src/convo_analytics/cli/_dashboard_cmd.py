@@ -11,7 +11,12 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.cli._errors import BehindTlsProxy, report_error, require_loopback
+from convo_analytics.cli._errors import (
+    BehindTlsProxy,
+    listening_socket,
+    report_error,
+    require_loopback,
+)
 from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.cli._options import DbOption, default_of
 from convo_analytics.errors import UserError
@@ -49,14 +54,13 @@ def publish(
         ctx, {"warehouse.path": db, "publish.dir": published_dir, "publish.keep": keep}
     )
     db_path = settings.require_path("warehouse.path")
-    if not db_path.exists():
-        raise UserError(f"warehouse {db_path} does not exist yet; run 'convo extract' first")
     from convo_analytics.publish import PublishFailed, publish_snapshot
-    from convo_analytics.warehouse import open_warehouse
+    from convo_analytics.warehouse import open_warehouse, require_existing
 
+    require_existing(db_path)  # said before the lock is waited for
     folder = settings.require_path("publish.dir")
     with warehouse_writer(settings, "convo publish"):
-        con = open_warehouse(db_path)
+        con = open_warehouse(db_path, must_exist=True)
         try:
             snap = publish_snapshot(con, db_path, folder, settings.get_int("publish.keep"))
         except PublishFailed as exc:
@@ -100,6 +104,8 @@ def dashboard(
     if not APP.exists():
         raise UserError(f"the app's entry script {APP} is missing; run from a checkout of the repo")
     folder = settings.require_path("publish.dir").resolve()
+    port = settings.get_int("dashboard.port")
+    listening_socket(bind_host, port).close()  # a busy port: one line, exit 2 (not Streamlit's)
     env = {**os.environ, "CONVO_PUBLISHED_DIR": str(folder)}
     argv = [
         sys.executable, "-m", "streamlit", "run", str(APP),

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
+from convo_analytics.cli._errors import listening_socket
 from convo_analytics.cli._options import PLAIN_HELP, default_of
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
@@ -243,17 +244,10 @@ def serve(
         },
     )
     config = _sandbox_settings(settings, {"workspace": workspace, "until": until})
-    from convo_analytics._serving import bind
     from convo_analytics.sandbox import Sandbox, create_app, write_history_archive
 
     out = Console(highlight=False, soft_wrap=True)
-    try:
-        sock = bind(config.host, config.port)
-    except OSError as exc:
-        raise UserError(
-            f"cannot listen on {config.host}:{config.port} ({exc.strerror}); "
-            "choose another --port or stop what uses it"
-        ) from None
+    sock = listening_socket(config.host, config.port)
     started = time.perf_counter()
     sandbox = Sandbox(config)
     built = time.perf_counter() - started

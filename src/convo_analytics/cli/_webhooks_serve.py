@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.cli._errors import BehindTlsProxy, require_loopback
+from convo_analytics.cli._errors import BehindTlsProxy, listening_socket, require_loopback
 from convo_analytics.cli._options import default_of
 from convo_analytics.errors import UserError
 
@@ -72,7 +72,6 @@ def serve(
             "(comma-separated during rotation) or CONVO_WEBHOOK_SECRET_FILE"
         )
     directory = settings.require_path("webhooks.archive_dir")
-    from convo_analytics._serving import bind
     from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
 
     config = ReceiverSettings(
@@ -82,13 +81,7 @@ def serve(
         app = create_receiver_app(config)
     except ValueError as exc:
         raise UserError(f"receiver settings: {exc}") from None
-    try:
-        sock = bind(host, port)
-    except OSError as exc:
-        raise UserError(
-            f"cannot listen on {host}:{port} ({exc.strerror}); "
-            "choose another --port or stop what uses it"
-        ) from None
+    sock = listening_socket(host, port)
     actual_port = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     out = Console(highlight=False, soft_wrap=True)
