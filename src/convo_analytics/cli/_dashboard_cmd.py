@@ -106,11 +106,23 @@ def dashboard(
     folder = settings.require_path("publish.dir").resolve()
     port = settings.get_int("dashboard.port")
     listening_socket(bind_host, port).close()  # a busy port: one line, exit 2 (not Streamlit's)
-    env = {**os.environ, "CONVO_PUBLISHED_DIR": str(folder)}
+    env = {
+        **os.environ,
+        "CONVO_PUBLISHED_DIR": str(folder),
+        # the app reads its settings from the environment: the values resolved here win
+        "CONVO_DASHBOARD_NOTEBOOKS_DIR": str(
+            settings.require_path("dashboard.notebooks_dir").resolve()
+        ),
+        "CONVO_DASHBOARD_QUERY_TIMEOUT_SECONDS": str(
+            settings.get_float("dashboard.query_timeout_seconds")
+        ),
+        "CONVO_DASHBOARD_QUERY_ROW_LIMIT": str(settings.get_int("dashboard.query_row_limit")),
+    }
     argv = [
         sys.executable, "-m", "streamlit", "run", str(APP),
         "--server.address", bind_host, "--server.port", str(settings.get_int("dashboard.port")),
         "--server.headless", "true", "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "minimal",  # no Deploy button: this is not a dev server
     ]  # fmt: skip
     Console(highlight=False, soft_wrap=True).print(
         f"dashboard on http://{bind_host}:{settings.get_int('dashboard.port')} reading {folder}"
