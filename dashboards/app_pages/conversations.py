@@ -4,6 +4,8 @@ searched and paged, and one conversation's transcript with its traces."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import streamlit as st
 
@@ -18,6 +20,13 @@ from convo_analytics.dashboard._session import (
     write_params,
 )
 from convo_analytics.dashboard._views import SLICE_PARAMS, slice_from_params, slice_to_params
+
+
+def _local(moment: datetime | None, tz: str, *, seconds: bool = False) -> str:
+    """A stored (UTC) time in the chosen zone, to the minute (or second)."""
+    if moment is None:
+        return "–"
+    return f"{moment.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M{':%S' if seconds else ''}}"
 
 
 def _word(value: bool | None) -> str:
@@ -92,7 +101,7 @@ ids = result.rows["conversation_id"].to_list()
 picked_from_url = st.session_state.get("_conv_pick")
 shown = {
     row["conversation_id"]: (
-        f"{row['started_at']:%Y-%m-%d %H:%M} · {row['channel']} · "
+        f"{_local(row['started_at'], f.tz)} · {row['channel']} · "
         f"{(row['first_user_message'] or '(no user message)')[:80]}"
     )
     for row in result.rows.iter_rows(named=True)
@@ -127,12 +136,15 @@ cols[0].metric("Status", facts["status"])
 cols[1].metric("Channel", facts["channel"])
 cols[2].metric("Escalations", facts["escalations"])
 cols[3].metric("Guardrail triggers", facts["guardrail_triggers"])
-st.caption(f"{picked} · end user {facts['external_user_id']} · started {facts['started_at']}")
+st.caption(
+    f"{picked} · end user {facts['external_user_id']} · started "
+    f"{_local(facts['started_at'], f.tz)} ({f.tz})"
+)
 for message in detail["messages"].iter_rows(named=True):
     role = {"user": "user", "assistant": "assistant"}.get(message["role"], "ai")
     with st.chat_message(role):
         st.markdown(message["text"] or "")
-        when = f"{message['created_at']:%Y-%m-%d %H:%M:%S}" if message["created_at"] else "–"
+        when = _local(message["created_at"], f.tz, seconds=True)
         if message["role"] == "assistant":
             flags = ", ".join(message["policy_flags"] or []) or "none"
             confidence = message["confidence"]

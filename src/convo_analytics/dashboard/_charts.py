@@ -66,6 +66,12 @@ def _pick(*fields: str) -> alt.Parameter:
     return alt.selection_point(name=PICK, fields=list(fields), on="click", clear="dblclick")
 
 
+#: Fit the container's width only: a chart's height is its plot's height, so that axes,
+#: titles and legends add to it instead of squashing the marks (Streamlit's default "fit"
+#: counts them in, which flattened a five-bar chart to about 40 px).
+FIT_WIDTH = alt.AutoSizeParams(type="fit-x", contains="padding")
+
+
 def _categorical(domain: list[str] | None = None) -> alt.Scale:
     if domain is None:
         return alt.Scale(range=OKABE_ITO)
@@ -81,7 +87,11 @@ def daily_line(daily: pl.DataFrame, metric: str) -> alt.Chart:
         alt.Chart(daily.select("date", metric), title=title)
         .mark_line(point=alt.OverlayMarkDef(size=60, filled=True), color=OKABE_ITO[0])
         .encode(
-            x=alt.X("date:T", title="day", axis=alt.Axis(format="%b %d")),
+            x=alt.X(
+                "date:T",
+                title="day",
+                axis=alt.Axis(format="%b %d", tickCount="day", labelOverlap=True),
+            ),
             y=alt.Y(f"{metric}:Q", title=title, axis=alt.Axis(format=fmt)),
             tooltip=[
                 alt.Tooltip("date:T", title="day"),
@@ -89,7 +99,7 @@ def daily_line(daily: pl.DataFrame, metric: str) -> alt.Chart:
             ],
         )
         .add_params(pick)
-        .properties(height=240)
+        .properties(height=240, autosize=FIT_WIDTH)
     )
     return chart
 
@@ -116,7 +126,7 @@ def bars(frame: pl.DataFrame, category: str, value: str, title: str | None = Non
             ],
         )
         .add_params(pick)
-        .properties(height=BAR_HEIGHT * max(frame.height, 1) + 10)
+        .properties(height=BAR_HEIGHT * max(frame.height, 1), autosize=FIT_WIDTH)
     )
     return chart
 
@@ -132,7 +142,11 @@ def latency_percentiles(daily: pl.DataFrame) -> alt.Chart:
         alt.Chart(long)
         .mark_line(point=alt.OverlayMarkDef(size=50, filled=True))
         .encode(
-            x=alt.X("date:T", title="day", axis=alt.Axis(format="%b %d")),
+            x=alt.X(
+                "date:T",
+                title="day",
+                axis=alt.Axis(format="%b %d", tickCount="day", labelOverlap=True),
+            ),
             y=alt.Y("ms:Q", title="latency (ms)"),
             color=alt.Color(
                 "percentile:N",
@@ -146,7 +160,7 @@ def latency_percentiles(daily: pl.DataFrame) -> alt.Chart:
             ],
         )
         .add_params(pick)
-        .properties(height=240)
+        .properties(height=240, autosize=FIT_WIDTH)
     )
     return chart
 
@@ -157,9 +171,13 @@ def confidence_bands(distribution: pl.DataFrame) -> alt.Chart:
     pick = _pick("date", "band")
     chart: alt.Chart = (
         alt.Chart(distribution)
-        .mark_bar()
+        .mark_bar(width=alt.RelativeBandSize(0.8))
         .encode(
-            x=alt.X("date:T", title="day", axis=alt.Axis(format="%b %d")),
+            x=alt.X(
+                "yearmonthdate(date):T",
+                title="day",
+                axis=alt.Axis(format="%b %d", tickCount="day", labelOverlap=True),
+            ),
             y=alt.Y(
                 "responses:Q",
                 stack="normalize",
@@ -175,7 +193,7 @@ def confidence_bands(distribution: pl.DataFrame) -> alt.Chart:
             ],
         )
         .add_params(pick)
-        .properties(height=240)
+        .properties(height=240, autosize=FIT_WIDTH)
     )
     return chart
 
@@ -199,7 +217,7 @@ def funnel_chart(funnel: pl.DataFrame) -> alt.Chart:
             ],
         )
         .add_params(pick)
-        .properties(height=BAR_HEIGHT * max(funnel.height, 1) + 10)
+        .properties(height=BAR_HEIGHT * max(funnel.height, 1), autosize=FIT_WIDTH)
     )
     return chart
 
@@ -211,16 +229,20 @@ def incidents_by_flag(per_flag_per_day: pl.DataFrame) -> alt.Chart:
     pick = _pick("date", "flag")
     chart: alt.Chart = (
         alt.Chart(per_flag_per_day)
-        .mark_bar()
+        .mark_bar(width=alt.RelativeBandSize(0.8))
         .encode(
-            x=alt.X("date:T", title="day", axis=alt.Axis(format="%b %d")),
+            x=alt.X(
+                "yearmonthdate(date):T",
+                title="day",
+                axis=alt.Axis(format="%b %d", tickCount="day", labelOverlap=True),
+            ),
             y=alt.Y("incidents:Q"),
             color=alt.Color("flag:N", scale=_categorical(flags)),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.5)),
             tooltip=[alt.Tooltip("date:T", title="day"), "flag:N", "incidents:Q"],
         )
         .add_params(pick)
-        .properties(height=260)
+        .properties(height=260, autosize=FIT_WIDTH)
     )
     return chart
 
@@ -250,4 +272,4 @@ def result_chart(frame: pl.DataFrame, kind: str, x: str, y: str, color: str | No
         **({"point": True} if kind == "line" else {}),
         **({} if color else {"color": OKABE_ITO[0]}),
     ).encode(**encoding)
-    return chart.properties(height=260)
+    return chart.properties(height=260, autosize=FIT_WIDTH)

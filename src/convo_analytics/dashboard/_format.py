@@ -15,8 +15,9 @@ and a missing text is a dash.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import polars as pl
 
@@ -71,6 +72,8 @@ LABELS = {
 #: Kinds the suffix rules would not find.
 KINDS: dict[str, Kind] = {
     "csat": "percent",
+    "conversion_from_start": "percent",
+    "median_seconds_from_previous": "seconds",
     "share": "percent",
     "avg_confidence": "ratio",
     "avgConfidence": "ratio",
@@ -87,15 +90,19 @@ _SECONDS = re.compile(r"(_seconds|Seconds)$")
 #: Units a duration column can be shown in: (name, seconds per unit, printf format).
 UNITS = (("ms", 0.001, "%,.0f ms"), ("s", 1.0, "%,.1f s"), ("min", 60.0, "%,.1f min"),
          ("h", 3600.0, "%,.1f h"))  # fmt: skip
+MISSING = "–"
 
 
 @dataclass(frozen=True, slots=True)
 class DisplayColumn:
-    """How one column is shown: its label, its kind and a Streamlit format string."""
+    """How one column is shown: its label, its kind, a Streamlit format string, and the
+    text of one value (a dash when missing) for tables that show text over raw values."""
 
     label: str
     kind: Kind
     format: str | None = None
+    #: True when the values are shown as text already (their format applied).
+    as_text: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +123,7 @@ def label_of(name: str) -> str:
 
 
 def _kind(name: str, dtype: pl.DataType) -> Kind:
-    if name in KINDS:
+    if name in KINDS and dtype.is_numeric():
         return KINDS[name]
     if isinstance(dtype, pl.Datetime):
         return "datetime"
@@ -161,11 +168,40 @@ _FORMATS: dict[str, str] = {"count": "localized", "number": "%,.1f", "ratio": "%
                             "score": "%.0f", "percent": "percent"}  # fmt: skip
 
 
+def _texts(kind: Kind, unit: str) -> Callable[[Any], str]:
+    """How one value of a column of ``kind`` reads (``unit`` for durations)."""
+
+    def text(value: Any) -> str:
+        if value is None or (isinstance(value, float) and value != value):
+            return MISSING
+        if kind == "count":
+            return f"{value:,.0f}"
+        if kind == "percent":  # as Streamlit's "percent" format: up to two decimals
+            return f"{value * 100:,.2f}".rstrip("0").rstrip(".") + "%"
+        if kind == "ratio":
+            return f"{value:.2f}"
+        if kind == "score":
+            return f"{value:.0f}"
+        if kind == "number":
+            return f"{value:,.1f}"
+        if kind in ("ms", "seconds"):
+            return f"{value:,.{0 if unit == 'ms' else 1}f} {unit}"
+        if kind == "bool":
+            return "yes" if value else "no"
+        return str(value)
+
+    return text
+
+
 def for_display(frame: pl.DataFrame, tz: str | None = None, *, relabel: bool = True) -> Shown:
     """The frame as a table shows it, and each column's label and format.
 
-    ``relabel=False`` keeps the names as they are (an analyst's own aliases in
-    Explore) and only formats the values.
+    Numbers keep their values (a table sorts them as numbers) with a format for
+    Streamlit, unless the column has missing values: Streamlit shows those as
+    "None" whatever the format, so such a column is shown as text, a dash where
+    a value is missing. Times are shown as text to the minute (which sorts as
+    time does). ``relabel=False`` keeps the names as they are (an analyst's own
+    aliases in Explore) and only formats the values.
     """
     out: list[pl.Expr] = []
     columns: dict[str, DisplayColumn] = {}
@@ -174,22 +210,28 @@ def for_display(frame: pl.DataFrame, tz: str | None = None, *, relabel: bool = T
         label = label_of(name) if relabel else name
         col = pl.col(name)
         fmt: str | None = _FORMATS.get(kind)
+        as_text = False
         if kind in ("ms", "seconds"):
             seconds = frame[name].cast(pl.Float64) / (1000.0 if kind == "ms" else 1.0)
-            _, size, fmt = duration_unit(seconds)
+            unit, size, fmt = duration_unit(seconds)
             col = col.cast(pl.Float64) / ((1000.0 if kind == "ms" else 1.0) * size)
-        elif kind == "datetime":
+        if kind in ("count", "number", "ratio", "score", "percent", "ms", "seconds", "bool"):
+            if frame[name].null_count():
+                text = _texts(kind, unit if kind in ("ms", "seconds") else "")
+                col = col.map_elements(text, return_dtype=pl.String).fill_null(MISSING)
+                as_text = True
+        elif kind in ("datetime", "date"):
             dt = dtype if isinstance(dtype, pl.Datetime) else None
             if tz and dt is not None and dt.time_zone is not None:
                 col = col.dt.convert_time_zone(tz)
                 label = f"{label} ({tz})" if relabel and tz != "UTC" else label
-            fmt = "YYYY-MM-DD HH:mm"
-        elif kind == "date":
-            fmt = "YYYY-MM-DD"
+            pattern = "%Y-%m-%d %H:%M" if kind == "datetime" else "%Y-%m-%d"
+            col = col.dt.strftime(pattern).fill_null(MISSING)
+            as_text = True
         elif isinstance(dtype, pl.List):
-            col = col.cast(pl.List(pl.String)).list.join(", ").fill_null("–")
-        elif kind == "text" and dtype == pl.String:
-            col = col.fill_null("–")
+            col = col.cast(pl.List(pl.String)).list.join(", ").fill_null(MISSING)
+        elif dtype == pl.String:
+            col = col.fill_null(MISSING)
         out.append(col.alias(name))
-        columns[name] = DisplayColumn(label, kind, fmt)
+        columns[name] = DisplayColumn(label, kind, fmt, as_text)
     return Shown(frame.select(out) if out else frame, columns)

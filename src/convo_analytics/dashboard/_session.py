@@ -30,7 +30,7 @@ import streamlit as st
 from convo_analytics.dashboard import _conversations as conversations
 from convo_analytics.dashboard import _notebooks as notebooks
 from convo_analytics.dashboard import _queries as queries
-from convo_analytics.dashboard._format import for_display
+from convo_analytics.dashboard._format import DisplayColumn, for_display
 from convo_analytics.dashboard._queries import Filters
 from convo_analytics.dashboard._views import (
     SLICE_PARAMS,
@@ -264,24 +264,23 @@ def download(frame: pl.DataFrame, name: str, label: str = "Download as CSV") -> 
     )
 
 
-def _column_config(kind: str, label: str, fmt: str | None) -> Any:
-    if kind in ("count", "number", "ratio", "score", "percent", "ms", "seconds"):
-        return st.column_config.NumberColumn(label, format=fmt)
-    if kind == "datetime":
-        return st.column_config.DatetimeColumn(label, format=fmt)
-    if kind == "date":
-        return st.column_config.DateColumn(label, format=fmt)
-    if kind == "bool":
-        return st.column_config.CheckboxColumn(label)
-    return st.column_config.TextColumn(label)
+def _column_config(column: DisplayColumn) -> Any:
+    if column.as_text:
+        numeric = column.kind not in ("datetime", "date", "text", "bool")
+        return st.column_config.TextColumn(column.label, alignment="right" if numeric else None)
+    if column.kind in ("count", "number", "ratio", "score", "percent", "ms", "seconds"):
+        return st.column_config.NumberColumn(column.label, format=column.format)
+    if column.kind == "bool":
+        return st.column_config.CheckboxColumn(column.label)
+    return st.column_config.TextColumn(column.label)
 
 
 def show_table(
     frame: pl.DataFrame, name: str, tz: str | None = None, *, relabel: bool = True
 ) -> None:
-    """A table with human labels and formatted numbers, and its download (raw values)."""
+    """A table with human labels and formatted values, and its download (raw values)."""
     shown = for_display(frame, tz, relabel=relabel)
-    config = {c: _column_config(d.kind, d.label, d.format) for c, d in shown.columns.items()}
+    config = {c: _column_config(d) for c, d in shown.columns.items()}
     st.dataframe(shown.frame, hide_index=True, width="stretch", column_config=config)
     download(frame, name)
 
