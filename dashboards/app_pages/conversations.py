@@ -106,7 +106,7 @@ shown = {
     )
     for row in result.rows.iter_rows(named=True)
 }
-if picked_from_url and picked_from_url not in shown:
+if url_changed and picked_from_url and picked_from_url not in shown:  # a link to it
     shown = {picked_from_url: f"{picked_from_url} (from the link)", **shown}
 state = {
     **slice_to_params(wanted),
@@ -121,7 +121,9 @@ st.subheader("Transcript")
 options = list(shown)
 if url_changed or st.session_state.get("conv_pick") not in shown:
     st.session_state["conv_pick"] = picked_from_url if picked_from_url in shown else options[0]
-picked = st.selectbox("Conversation", options, format_func=lambda c: shown[c], key="conv_pick")
+picked = st.selectbox(
+    "Conversation", options, format_func=lambda c: shown.get(c, c), key="conv_pick"
+)
 state["conversation"] = picked
 write_params(state, keep_others=True, owned=(*SLICE_PARAMS, "page", "conversation"))
 st.session_state["_conv_url"] = {k: params().get(k) for k in seen}

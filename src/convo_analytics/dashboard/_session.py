@@ -70,9 +70,9 @@ def published_dir() -> Path:
     return Path(os.environ.get(PUBLISHED_DIR_ENV) or "data/published")
 
 
-@st.cache_resource(show_spinner=False)
 def app_settings() -> dict[str, Any]:
-    """The dashboard's settings (``convo dashboard`` passes them in the environment)."""
+    """The dashboard's settings (``convo dashboard`` passes them in the environment; read
+    on each run, which costs well under a millisecond)."""
     from convo_analytics.config import ConfigError, load_settings
 
     try:
