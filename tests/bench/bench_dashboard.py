@@ -19,7 +19,7 @@ from _common import BenchContext, Report, emit, memory_mib, python_child
 THIS = Path(__file__).resolve()
 ROOT = THIS.parents[2]
 AIM_SECONDS = 1.0
-PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "pipeline"]
+PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "explore", "pipeline"]
 
 
 def child_render(db: str, published: str, repeats: str) -> None:
@@ -64,12 +64,12 @@ def child_render(db: str, published: str, repeats: str) -> None:
 
 def bench_dashboard(ctx: BenchContext, report: Report) -> None:
     """Seconds to render each page, first reader after a publish and warm."""
-    from bench_transform import build_warehouse
+    from bench_transform import build_warehouse, warehouse_path
 
     conversations = 100_000 if ctx.quick else 1_000_000
     folder = ROOT / "data" / "bench"
     folder.mkdir(parents=True, exist_ok=True)
-    db = folder / f"transform-{conversations}.duckdb"
+    db = warehouse_path(folder, conversations)
     if not db.exists():
         build_warehouse(db, conversations)
     report.sizes.update({"conversations": conversations, "pages": len(PAGES)})
