@@ -55,6 +55,7 @@ def child_measure(db: str, published: str) -> None:
 
     import duckdb
     import streamlit as st
+    from bench_transform import publish_transformed
     from streamlit.testing.v1 import AppTest
 
     from convo_analytics.dashboard._conversations import conversation_page
@@ -62,16 +63,9 @@ def child_measure(db: str, published: str) -> None:
     from convo_analytics.dashboard._notebooks import STARTERS_DIR, load_notebook
     from convo_analytics.dashboard._queries import Filters, data_range
     from convo_analytics.dashboard._views import Slice
-    from convo_analytics.publish import current_snapshot, publish_snapshot
-    from convo_analytics.transform import TransformConfig, latest_transform, run_transform
-    from convo_analytics.warehouse import open_warehouse
+    from convo_analytics.publish import current_snapshot
 
-    con = open_warehouse(Path(db))
-    run = latest_transform(con)
-    if run is None or "mart_daily_percentiles" not in run.marts:
-        run_transform(con, TransformConfig(reconcile=False))
-    publish_snapshot(con, Path(db), Path(published), keep=1)
-    con.close()
+    publish_transformed(db, published)
     snap = current_snapshot(Path(published))
     assert snap is not None
     plain = duckdb.connect(str(snap.path), read_only=True)
@@ -136,16 +130,10 @@ def child_measure(db: str, published: str) -> None:
 
 def bench_explore(ctx: BenchContext, report: Report) -> None:
     """Explore round trips and Conversations search on 1,000,000 conversations."""
-    from bench_transform import MESSAGES_PER_CONVERSATION, build_warehouse, warehouse_path
+    from bench_transform import MESSAGES_PER_CONVERSATION, synthetic_warehouse
 
-    conversations = 100_000 if ctx.quick else 1_000_000
-    folder = ROOT / "data" / "bench"
-    folder.mkdir(parents=True, exist_ok=True)
-    db = warehouse_path(folder, conversations)
-    if not db.exists():
-        started = time.perf_counter()
-        build_warehouse(db, conversations)
-        report.note(f"built the synthetic warehouse in {time.perf_counter() - started:.1f} s")
+    db, conversations = synthetic_warehouse(ctx, report)
+    folder = db.parent
     report.sizes.update({"conversations": conversations,
                          "messages": conversations * MESSAGES_PER_CONVERSATION})  # fmt: skip
     published = folder / f"published-explore-{conversations}"

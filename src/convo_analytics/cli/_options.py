@@ -11,13 +11,13 @@ flag is not given.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from convo_analytics.config import REGISTRY
 
-__all__ = ["PLAIN_HELP", "DbOption", "default_of"]
+__all__ = ["PLAIN_HELP", "DbOption", "default_of", "setting_option"]
 
 #: Every ``typer.Typer`` takes ``rich_markup_mode=PLAIN_HELP``: click's plain help
 #: layout, which wraps the help column and never cuts an option name.
@@ -34,6 +34,12 @@ def default_of(setting: str) -> str:
     elif isinstance(value, bool):
         value = str(value).lower()
     return f"[default: {value} from {setting}]"
+
+
+def setting_option(flag: str, setting: str, metavar: str, text: str, **more: Any) -> Any:
+    """``typer.Option(flag)`` for a value that falls back to ``setting``: its help ends
+    with that setting's default and name."""
+    return typer.Option(flag, metavar=metavar, help=f"{text} {default_of(setting)}", **more)
 
 
 DbOption = Annotated[

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._errors import listening_socket
-from convo_analytics.cli._options import PLAIN_HELP, default_of
+from convo_analytics.cli._options import PLAIN_HELP, default_of, setting_option
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
@@ -27,38 +27,21 @@ sandbox_app = typer.Typer(
 )
 
 Host = Annotated[
-    str | None,
-    typer.Option(
-        "--host", metavar="HOST", help=f"Interface to listen on. {default_of('sandbox.host')}"
-    ),
+    str | None, setting_option("--host", "sandbox.host", "HOST", "Interface to listen on.")
 ]
 Port = Annotated[
     int | None,
-    typer.Option(
-        "--port",
-        metavar="PORT",
-        help=f"TCP port (0 picks a free one). {default_of('sandbox.port')}",
-    ),
+    setting_option("--port", "sandbox.port", "PORT", "TCP port (0 picks a free one)."),
 ]
 Seed = Annotated[
-    int | None,
-    typer.Option(
-        "--seed", metavar="N", help=f"Seed of the generated history. {default_of('sandbox.seed')}"
-    ),
+    int | None, setting_option("--seed", "sandbox.seed", "N", "Seed of the generated history.")
 ]
 Conversations = Annotated[
     int | None,
-    typer.Option(
-        "--conversations",
-        metavar="N",
-        help=f"Conversations per workspace. {default_of('sandbox.conversations')}",
-    ),
+    setting_option("--conversations", "sandbox.conversations", "N", "Conversations per workspace."),
 ]
 Days = Annotated[
-    int | None,
-    typer.Option(
-        "--days", metavar="N", help=f"Days of history, ending now. {default_of('sandbox.days')}"
-    ),
+    int | None, setting_option("--days", "sandbox.days", "N", "Days of history, ending now.")
 ]
 Until = Annotated[
     str | None,
