@@ -310,6 +310,13 @@ def test_conversations_search_paging_and_picker(
     assert at.query_params["q"] == word.upper()
     picked = at.selectbox(key="conv_pick").value
     assert at.query_params["conversation"] == picked
+    # the search's text is matched as written: % and _ are not wildcards
+    literal = {r[0] for r in _facts(published, "SELECT DISTINCT conversation_id FROM messages "
+                                    "WHERE strpos(text, '%') > 0")}  # fmt: skip
+    at.text_input(key="conv_search").input("%").run()
+    assert not at.exception, at.exception
+    assert set(_shown_conversations(at)) == literal
+    assert literal or any("No conversation matches" in c.value for c in at.caption)
 
 
 # -- Explore -------------------------------------------------------------------------------------
