@@ -12,7 +12,10 @@ export UV_SYSTEM_CERTS ?= 1
 SYSTEM_UV := $(shell command -v uv 2>/dev/null)
 UV ?= $(if $(SYSTEM_UV),$(SYSTEM_UV),$(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
+HOST ?= 127.0.0.1
 PORT ?= 8787
+RECEIVER_PORT ?= 8788
+DASHBOARD_PORT ?= 8501
 CONVERSATIONS ?= 5000
 DAYS ?= 30
 SEED ?= 42
@@ -34,11 +37,12 @@ $(CURDIR)/.tools/bin/uv:
 
 install: .venv/.installed ## Install the locked environment into .venv
 
-demo: install ## Sandbox with a generated history, the whole pipeline, then the dashboard
-	$(RUN) python pipelines/demo.py --port $(PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED)
+demo: install ## The sandbox, the whole pipeline, the dashboard (HOST, PORT, RECEIVER_PORT, DASHBOARD_PORT, CONVERSATIONS, DAYS, SEED)
+	@$(RUN) python pipelines/demo.py --host $(HOST) --port $(PORT) --receiver-port $(RECEIVER_PORT) \
+	  --dashboard-port $(DASHBOARD_PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED)
 
-sandbox: install ## Serve the sandbox in the foreground (PORT, CONVERSATIONS, DAYS, SEED)
-	$(RUN) convo sandbox serve --port $(PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED)
+sandbox: install ## Serve the sandbox in the foreground (HOST, PORT, CONVERSATIONS, DAYS, SEED)
+	$(RUN) convo sandbox serve --host $(HOST) --port $(PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED)
 
 lint: install ## ruff format --check, ruff check, mypy on src/
 	$(RUN) ruff format --check src tests pipelines dashboards

@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from convo_analytics.config import Settings
+from convo_analytics.errors import UserError
 from convo_analytics.pipeline import RunContext, Step, StepFailed
 
 
@@ -43,6 +45,13 @@ def extract(ctx: RunContext) -> dict[str, Any]:
         "unavailable": [name for name, s in streams.items() if s["status"] == "unavailable"],
         "workspaces": len(per_workspace),
     }
+
+
+def check_extract(settings: Settings) -> None:
+    """Each workspace's URL and credentials and the endpoints' description (no request)."""
+    from convo_analytics.cli._extract_cmd import extract_configs
+
+    extract_configs(settings)
 
 
 def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
@@ -119,6 +128,16 @@ def _summed(results: list[Any]) -> Any:
     return total
 
 
+def check_ingest(settings: Settings) -> None:
+    """Archives named in run.ingest_paths exist (a secret is optional: without one, skipped)."""
+    for path in settings.get_list("run.ingest_paths"):
+        if not Path(path).exists():
+            raise UserError(
+                f"run.ingest_paths names {path}, which does not exist; fix the setting "
+                "(CONVO_RUN_INGEST_PATHS) or remove it"
+            )
+
+
 def transform(ctx: RunContext) -> dict[str, Any]:
     """Rebuild the marts in one transaction and reconcile with the service's summary."""
     from convo_analytics.transform import TransformConfig, run_transform
@@ -140,6 +159,14 @@ def transform(ctx: RunContext) -> dict[str, Any]:
         "incidents": result.incidents,
         "mismatches": len(result.mismatches),
     }
+
+
+def check_transform(settings: Settings) -> None:
+    """The time zones days are cut in."""
+    from convo_analytics.cli._transform_cmd import checked_zone
+
+    for zone in settings.get_list("transform.timezones"):
+        checked_zone("transform.timezones:", zone)
 
 
 def publish(ctx: RunContext) -> dict[str, Any]:
@@ -221,9 +248,9 @@ def retention(ctx: RunContext) -> dict[str, Any]:
 
 #: Publish comes last, so that a snapshot only ever shows a run that did everything else.
 STEPS = [
-    Step("extract", extract, extract.__doc__ or ""),
-    Step("webhook_ingest", webhook_ingest, webhook_ingest.__doc__ or ""),
-    Step("transform", transform, transform.__doc__ or ""),
+    Step("extract", extract, extract.__doc__ or "", check_extract),
+    Step("webhook_ingest", webhook_ingest, webhook_ingest.__doc__ or "", check_ingest),
+    Step("transform", transform, transform.__doc__ or "", check_transform),
     Step("exports", exports, exports.__doc__ or ""),
     Step("retention", retention, retention.__doc__ or ""),
     Step("publish", publish, publish.__doc__ or ""),

@@ -26,11 +26,12 @@ def run(
     cwd: Path,
     env: Mapping[str, str] | None = None,
     code: str | None = None,
+    columns: int = 200,
 ) -> subprocess.CompletedProcess[str]:
     """Run `convo ARGS` (or a Python snippet) with no CONVO_* variables except ``env``."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CONVO_")}
     clean.update(env or {})
-    clean["COLUMNS"] = "200"
+    clean["COLUMNS"] = str(columns)
     command = (
         [sys.executable, "-c", code] if code else [sys.executable, "-m", "convo_analytics.cli"]
     )
@@ -82,12 +83,38 @@ def test_command_tree_contains_config_commands() -> None:
     assert ("convo", "config") in GROUPS
 
 
+def _params(path: tuple[str, ...]) -> list[typer.core.click.Parameter]:
+    command = typer.main.get_command(app)
+    for name in path[1:]:
+        assert isinstance(command, TyperGroup)
+        command = command.commands[name]
+    return [p for p in command.params if not getattr(p, "hidden", False)]
+
+
 @pytest.mark.parametrize("path", COMMANDS, ids=" ".join)
-def test_help_works_everywhere(tmp_path: Path, path: tuple[str, ...]) -> None:
-    result = run(*path[1:], "--help", cwd=tmp_path)
+def test_help_works_everywhere_and_reads_at_80_columns(
+    tmp_path: Path, path: tuple[str, ...]
+) -> None:
+    """Every command's help in an 80-column terminal: no line wider, every option's names
+    whole (rich's panels once cut them to '--low-confidence…'), short upper-case metavars
+    instead of type names such as <list[Path]>."""
+    result = run(*path[1:], "--help", cwd=tmp_path, columns=80)
     assert result.returncode == 0, output(result)
-    assert "Usage" in result.stdout
-    assert path[-1] in result.stdout
+    text = result.stdout
+    assert "Usage" in text
+    assert path[-1] in text
+    wide = [line for line in text.splitlines() if len(line) > 80]
+    assert not wide, wide
+    assert "…" not in text and not re.search(r"<[a-z][\w\[\], ]*>", text), text
+    words = set(re.findall(r"[\w./:\[\]-]+", text))
+    for param in _params(path):
+        for name in [*param.opts, *getattr(param, "secondary_opts", [])]:
+            if name.startswith("-"):
+                assert name in words, f"{name} is not shown whole in:\n{text}"
+        metavar = param.metavar
+        if not getattr(param, "is_flag", False):
+            assert metavar and metavar.rstrip(".").replace(":", "").isupper(), (param.name, metavar)
+            assert metavar in text
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=" ".join)

@@ -8,13 +8,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import orjson
 
 from convo_analytics.webhooks import parse_archive_line, strip_signature, verify
+from process_support import OutputWatcher
 
 CLI = [sys.executable, "-m", "convo_analytics.cli"]
 
@@ -49,22 +49,11 @@ def test_serve_starts_prints_how_to_try_it_and_answers(tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
         text=True,
     )
+    watch = OutputWatcher(proc.stdout, "convo sandbox serve")
     try:
-        lines: list[str] = []
-        deadline = time.monotonic() + 60
-        url = None
-        assert proc.stdout is not None
-        while time.monotonic() < deadline and url is None:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
-            url = m.group(1) if m else None
-        while time.monotonic() < deadline and not any("curl" in x for x in lines):
-            lines.append(proc.stdout.readline())
-        text = "".join(lines)
-        assert url, text
+        url = watch.wait_for(r"listening on (http://127\.0\.0\.1:\d+)").group(1)
+        watch.wait_for(r"curl .*/v1/analytics/summary")  # the last start-up line
+        text = watch.text
         key = re.search(r"API key: (sk_sandbox_\w+)", text)
         assert key, "with no --workspace the generated demo key is printed"
         assert f"curl -H 'Authorization: Bearer {key.group(1)}' '{url}/v1/conversations" in text

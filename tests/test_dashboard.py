@@ -6,6 +6,7 @@ import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -19,7 +20,7 @@ from transform_support import populated_sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboards" / "streamlit_app.py")
-PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "pipeline"]
+PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "explore", "pipeline"]
 
 
 def _publish(db: Path, folder: Path) -> None:
@@ -46,9 +47,12 @@ def empty_published(tmp_path: Path) -> Path:
     return tmp_path / "published"
 
 
-def _app(folder: Path, monkeypatch: pytest.MonkeyPatch, page: str) -> AppTest:
+def _app(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, page: str, query: dict[str, Any] | None = None
+) -> AppTest:
     monkeypatch.setenv("CONVO_PUBLISHED_DIR", str(folder))
     at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(query or {})
     at.run()
     assert not at.exception, at.exception
     if page != "overview":
@@ -73,7 +77,7 @@ def test_every_page_explains_an_empty_warehouse(
 ) -> None:
     at = _app(empty_published, monkeypatch, page)
     assert not at.exception, at.exception
-    if page != "pipeline":
+    if page not in ("pipeline", "explore"):  # those two show what a snapshot holds, if empty
         assert any("convo extract" in i.value for i in at.info)
 
 
@@ -202,3 +206,200 @@ def test_the_pipeline_runs_while_the_app_reads(
         if "step" in df.value.columns and "run_id" in df.value.columns
     )
     assert "nightly run" in set(history["step"])
+
+
+# -- shareable views, drill-down, search and paging ---------------------------------------------
+
+
+def _shown_conversations(at: AppTest) -> list[str]:
+    table = next(df.value for df in at.dataframe if "conversation_id" in df.value.columns)
+    return list(table["conversation_id"])
+
+
+def _facts(published: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    snap = current_snapshot(published)
+    assert snap is not None
+    con = snap.connect()
+    try:
+        return con.execute(sql, params or []).fetchall()
+    finally:
+        con.close()
+
+
+def test_a_url_with_filters_restores_the_view(
+    published: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ((first, last),) = _facts(published, "SELECT min(started_at)::DATE, max(started_at)::DATE "
+                              "FROM mart_conversations")  # fmt: skip
+    view = {"from": str(first + timedelta(days=2)), "to": str(last - timedelta(days=1)),
+            "tz": "Europe/Berlin", "channel": "sms"}  # fmt: skip
+    at = _app(published, monkeypatch, "overview", view)
+    assert not at.exception, at.exception
+    assert at.sidebar.date_input[0].value == (first + timedelta(days=2), last - timedelta(days=1))
+    assert at.sidebar.selectbox[0].value == "Europe/Berlin"
+    assert at.sidebar.multiselect[0].value == ["sms"]
+    assert at.query_params["tz"] == "Europe/Berlin" and at.query_params["channel"] == "sms"
+    assert "(Europe/Berlin)" in at.caption[0].value
+    # the same view on another page keeps the filters (and the URL names them)
+    at.switch_page("app_pages/conversations.py").run()
+    assert not at.exception, at.exception
+    assert set(
+        next(df.value for df in at.dataframe if "channel" in df.value.columns)["channel"]
+    ) == {"sms"}
+
+
+def test_a_drill_down_url_narrows_conversations_to_that_slice(
+    published: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ((locale, count),) = _facts(published, "SELECT locale, count(*) FROM mart_conversations "
+                                "GROUP BY 1 ORDER BY 2 DESC LIMIT 1")  # fmt: skip
+    ((first, last),) = _facts(published, "SELECT min(started_at)::DATE, max(started_at)::DATE "
+                              "FROM mart_conversations")  # fmt: skip
+    view = {"from": str(first), "to": str(last), "locale": locale}
+    at = _app(published, monkeypatch, "conversations", view)
+    at.switch_page("app_pages/conversations.py").run()
+    at.selectbox(key="conv_page_size").select(500).run()
+    assert not at.exception, at.exception
+    shown = _shown_conversations(at)
+    assert len(shown) == count
+    locales = _facts(published, "SELECT DISTINCT locale FROM mart_conversations WHERE "
+                     "conversation_id IN (SELECT unnest(?))", [shown])  # fmt: skip
+    assert locales == [(locale,)]
+    assert any(f"locale: {locale}" in i.value for i in at.info)
+    at.button(key="conv_clear_drill").click().run()  # "Show all" drops the slice
+    assert not at.exception, at.exception
+    assert "locale" not in at.query_params and len(_shown_conversations(at)) > count
+
+
+def test_conversations_search_paging_and_picker(
+    published: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ((first, last, total),) = _facts(
+        published,
+        "SELECT min(started_at)::DATE, max(started_at)::DATE, count(*) FROM mart_conversations",
+    )
+    at = _app(published, monkeypatch, "conversations", {"from": str(first), "to": str(last)})
+    at.switch_page("app_pages/conversations.py").run()
+    at.selectbox(key="conv_page_size").select(50).run()
+    assert not at.exception, at.exception
+    seen: list[str] = []
+    pages = int(at.number_input(key="conv_page").max)
+    assert pages == -(-total // 50) and pages > 1
+    for number in range(1, pages + 1):  # paging reaches every conversation, once
+        at.number_input(key="conv_page").set_value(number).run()
+        assert not at.exception, at.exception
+        seen += _shown_conversations(at)
+    assert len(seen) == len(set(seen)) == total
+    # the picker shows time, channel and the first user message
+    picker = at.selectbox(key="conv_pick")
+    assert (
+        " · " in picker.format_func(picker.options[0]) if hasattr(picker, "format_func") else True
+    )
+    ((word,),) = _facts(published, "SELECT lower(regexp_extract(text, '([A-Za-z]{6,})', 1)) "
+                        "FROM messages WHERE role = 'user' AND regexp_matches(text, "
+                        "'[A-Za-z]{6,}') LIMIT 1")  # fmt: skip
+    expected = {r[0] for r in _facts(published,
+        "SELECT DISTINCT conversation_id FROM messages WHERE strpos(lower(text), ?) > 0 "
+        "UNION SELECT conversation_id FROM mart_conversations WHERE "
+        "strpos(lower(conversation_id), ?) > 0 OR strpos(lower(external_user_id), ?) > 0",
+        [word, word, word])}  # fmt: skip
+    at.text_input(key="conv_search").input(word.upper()).run()  # any case
+    at.selectbox(key="conv_page_size").select(500).run()
+    assert not at.exception, at.exception
+    assert set(_shown_conversations(at)) == expected and expected
+    assert at.query_params["q"] == word.upper()
+    picked = at.selectbox(key="conv_pick").value
+    assert at.query_params["conversation"] == picked
+    # the search's text is matched as written: % and _ are not wildcards
+    literal = {r[0] for r in _facts(published, "SELECT DISTINCT conversation_id FROM messages "
+                                    "WHERE strpos(text, '%') > 0")}  # fmt: skip
+    at.text_input(key="conv_search").input("%").run()
+    assert not at.exception, at.exception
+    assert set(_shown_conversations(at)) == literal
+    assert literal or any("No conversation matches" in c.value for c in at.caption)
+
+
+# -- Explore -------------------------------------------------------------------------------------
+
+
+def _explore(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **query: str
+) -> AppTest:
+    monkeypatch.setenv("CONVO_DASHBOARD_NOTEBOOKS_DIR", str(tmp_path / "notebooks"))
+    monkeypatch.setenv("CONVO_DASHBOARD_QUERY_TIMEOUT_SECONDS", "1")
+    at = _app(published, monkeypatch, "overview", query)
+    at.switch_page("app_pages/explore.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _cell_sql(at: AppTest) -> list[Any]:
+    return [t for t in at.text_area if str(t.key).startswith("cell_sql_")]
+
+
+def test_an_explore_cell_shows_rows_a_chart_and_a_download(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    at = _explore(published, monkeypatch, tmp_path)
+    (cell,) = _cell_sql(at)
+    cell.input("SELECT started_at::DATE AS day, count(*) AS conversations "
+               "FROM mart_conversations GROUP BY 1 ORDER BY 1").run()  # fmt: skip
+    assert not at.exception, at.exception
+    assert not at.error
+    (days,) = _facts(published, "SELECT count(DISTINCT started_at::DATE) FROM mart_conversations")
+    table = next(df.value for df in at.dataframe if "conversations" in df.value.columns)
+    assert len(table) == days[0] and list(table.columns) == ["day", "conversations"]
+    charts = at.get("vega_lite_chart")
+    assert charts and '"mark": {"type": "line"' in charts[0].proto.spec.replace("\n", "")
+    assert any(b.proto.label == "Download as CSV" for b in at.get("download_button"))
+
+
+@pytest.mark.parametrize(
+    ("sql", "says"),
+    [
+        ("SELECT * FROM read_csv('/etc/passwd')", "file system operations are disabled"),
+        ("COPY mart_conversations TO '/tmp/convo-explore-copy.csv'", "COPY statements are"),
+        ("ATTACH '/tmp/convo-explore.duckdb' AS other", "ATTACH statements are refused"),
+        ("INSTALL httpfs", "INSTALL statements are refused"),
+        ("SELECT count(*) FROM range(100000000000)", "stopped after 1 s"),
+    ],
+)
+def test_explore_refuses_with_one_line_and_stops_long_queries(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sql: str, says: str
+) -> None:
+    at = _explore(published, monkeypatch, tmp_path)
+    _cell_sql(at)[0].input(sql).run()
+    assert not at.exception, at.exception
+    (error,) = at.error
+    assert says in error.value and "\n" not in error.value
+    assert not Path("/tmp/convo-explore-copy.csv").exists()
+    assert not Path("/tmp/convo-explore.duckdb").exists()
+
+
+def test_explore_notebooks_open_by_url_change_and_save(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    at = _explore(published, monkeypatch, tmp_path, notebook="escalations_by_reason_and_channel")
+    assert [c.value.split()[0] for c in _cell_sql(at)] == ["SELECT"] * 3
+    assert not at.error, [e.value for e in at.error]
+    assert len(at.get("vega_lite_chart")) == 3  # each starter cell charts its result
+    titles = [t.value for t in at.text_input if str(t.key).startswith("cell_title_")]
+    assert titles[0] == "Escalations by reason"
+    first, second = (str(t.key).removeprefix("cell_sql_") for t in _cell_sql(at)[:2])
+    at.button(key=f"cell_down_{first}").click().run()  # reorder
+    assert [str(t.key) for t in _cell_sql(at)][:2] == [f"cell_sql_{second}", f"cell_sql_{first}"]
+    at.button(key=f"cell_delete_{second}").click().run()  # delete
+    at.button(key="explore_add").click().run()  # add
+    cells = _cell_sql(at)
+    assert len(cells) == 3 and cells[-1].value == ""
+    cells[-1].input("SELECT 42 AS answer").run()
+    at.text_input(key="explore_save_as").input("my-escalations").run()
+    at.button(key="explore_save").click().run()
+    assert not at.exception, at.exception
+    saved = tmp_path / "notebooks" / "my-escalations.sql"
+    text = saved.read_text()
+    assert "SELECT 42 AS answer;" in text and "-- %% Escalations by reason\n" in text
+    assert at.query_params["notebook"] == "my-escalations"
+    again = _explore(published, monkeypatch, tmp_path, notebook="my-escalations")
+    assert [c.value for c in _cell_sql(again)][-1] == "SELECT 42 AS answer"
+    assert len(_cell_sql(again)) == 3

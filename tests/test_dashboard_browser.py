@@ -13,7 +13,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -27,7 +29,14 @@ SHOTS = ROOT / "data" / "test-artifacts" / "screenshots"
 #: (url path, the title the page shows)
 PAGES = [("", "Overview"), ("conversations", "Conversations"), ("leads", "Leads"),
          ("quality", "Quality"), ("guardrails", "Guardrails"),
+         ("explore?notebook=guardrail_incidents_by_locale", "Explore"),
          ("pipeline", "Pipeline")]  # fmt: skip
+#: The data's first and last day, and the channel with most conversations (set by `served`).
+SPAN: list[str] = []
+TOP_CHANNEL: list[Any] = []
+#: Tall enough for a page to show whole: Streamlit scrolls its own container, so a
+#: full-page screenshot only ever holds the viewport.
+VIEWPORT = {"width": 1400, "height": 2600}
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync"]  # fmt: skip
@@ -73,12 +82,32 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError("the dashboard did not answer within 90 s")
 
 
+def settle(page: Any, title: str) -> None:
+    """Wait until the page shows its title and has finished running (no status widget, no
+    element still a skeleton for a while), bounded."""
+    page.get_by_role("heading", name=title).first.wait_for(timeout=60_000)
+    deadline = time.monotonic() + 60
+    quiet = 0
+    while time.monotonic() < deadline and quiet < 4:
+        busy = page.locator("[data-testid='stStatusWidget'], [data-testid='stSkeleton']").count()
+        quiet = quiet + 1 if busy == 0 else 0
+        page.wait_for_timeout(250)
+    assert quiet >= 4, f"{title} did not finish rendering within 60 s"
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("browser")
     with populated_sandbox(folder, 300, ("UTC",)) as (_running, db):
         con = open_warehouse(db)
         publish_snapshot(con, db, folder / "published")
+        first, last = con.execute(
+            "SELECT min(started_at)::DATE, max(started_at)::DATE FROM mart_conversations"
+        ).fetchall()[0]
+        SPAN[:] = [str(first), str(last)]
+        TOP_CHANNEL[:] = con.execute(
+            "SELECT channel, count(*) FROM mart_conversations GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1"
+        ).fetchall()[0]
         con.close()
     port = _free_port()
     proc = _start_dashboard(port, folder / "published")
@@ -101,15 +130,68 @@ def test_every_page_renders_in_chromium(served: str) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page = browser.new_page(viewport=VIEWPORT)
             for path, title in PAGES:
                 page.goto(f"{served}/{path}", wait_until="domcontentloaded", timeout=60_000)
-                page.get_by_role("heading", name=title).first.wait_for(timeout=60_000)
-                page.wait_for_timeout(1500)  # let the charts draw
+                settle(page, title)
                 assert page.locator("[data-testid='stException']").count() == 0, path
+                assert page.locator("[data-testid='stAlertContentError']").count() == 0, path
                 shot = SHOTS / f"{title.lower()}.png"
                 page.screenshot(path=str(shot), full_page=True)
                 assert shot.stat().st_size > 10_000, f"{shot} looks blank"
+            # no Deploy button: the toolbar is the viewer's
+            assert page.get_by_text("Deploy", exact=True).count() == 0
+        finally:
+            browser.close()
+
+
+def test_a_url_with_filters_restores_them(served: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    first, last = (date.fromisoformat(d) for d in SPAN)
+    view = f"from={first + timedelta(days=1)}&to={last}&tz=Europe/Berlin&channel=sms"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(f"{served}/leads?{view}", wait_until="domcontentloaded", timeout=60_000)
+            settle(page, "Leads")
+            page.screenshot(path=str(SHOTS / "restored-view.png"), full_page=True)
+            sidebar = page.locator("[data-testid='stSidebar']")
+            values = [field.input_value() for field in sidebar.locator("input").all()]
+            # the date range's two ends, then the time zone
+            assert values[:3] == [str(first + timedelta(days=1)), str(last), "Europe/Berlin"]
+            assert sidebar.get_by_text("sms", exact=True).count() == 1  # the chosen channel
+            assert "tz=Europe/Berlin" in page.url.replace("%2F", "/") and "channel=sms" in page.url
+        finally:
+            browser.close()
+
+
+def test_a_click_on_an_overview_bar_narrows_conversations_to_that_slice(served: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    top, count = TOP_CHANNEL
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(f"{served}/?from={SPAN[0]}&to={SPAN[1]}", wait_until="domcontentloaded",
+                      timeout=60_000)  # fmt: skip
+            settle(page, "Overview")
+            bars = page.locator("[data-testid='stVegaLiteChart']").nth(1)  # the breakdown
+            box = bars.locator("canvas, svg").first.bounding_box()
+            assert box is not None
+            # bars are sorted longest first: the top one is the channel with most conversations
+            page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + 14)
+            deadline = time.monotonic() + 60
+            while "/conversations" not in page.url and time.monotonic() < deadline:
+                page.wait_for_timeout(250)
+            assert "/conversations" in page.url, page.url
+            settle(page, "Conversations")
+            assert f"channel={top}" in page.url
+            caption = page.get_by_text("conversations (newest first)").first.inner_text()
+            assert caption.startswith(f"{count} conversations"), caption
+            page.screenshot(path=str(SHOTS / "drill-down.png"), full_page=True)
         finally:
             browser.close()
 

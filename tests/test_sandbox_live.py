@@ -294,3 +294,52 @@ def test_quiet_conversations_complete_and_take_feedback(start_sandbox: Any) -> N
         manual = client.post("/v1/escalations", json={"conversationId": silent, "reasonCode": "x",
                                                        "destination": "crm"})  # fmt: skip
         assert manual.status_code == 409  # completed conversations are not handed off
+
+
+DOCUMENTS = {
+    "Refund policy": "Refunds are issued within 14 days of purchase to the original card.",
+    "Shipping": "We ship worldwide. Standard shipping takes 3 to 5 business days; express "
+    "shipping arrives the next day.",
+    "Passwords": "To reset your password, open Settings, choose Security and click Reset "
+    "password. A link is emailed to you.",
+    "Pricing": "The Basic plan costs 10 dollars a month; the Premium plan costs 25 dollars a "
+    "month and includes priority support.",
+}
+#: Natural questions, and the words of the document that should answer each.
+ANSWERED = [
+    ("How long do refunds take?", "14 days"),
+    ("How long does shipping take?", "3 to 5 business days"),
+    ("How do I reset my password?", "click Reset password"),
+    ("I forgot my password, what now?", "click Reset password"),
+    ("How much is the premium plan?", "25 dollars"),
+    ("Do you ship to Canada?", "We ship worldwide"),
+]
+UNRELATED = ["What's the weather in Paris today?", "Who won the football match yesterday?",
+             "Tell me a joke"]  # fmt: skip
+
+
+def test_natural_questions_are_answered_from_uploaded_documents(start_sandbox: Any) -> None:
+    """Stemming and stop words let a question phrased unlike the document find it, and a
+    clear best match earns a confident answer; questions the knowledge has nothing on get
+    the fallback (decision D-LIVE-ASSISTANT)."""
+    running: RunningSandbox = start_sandbox(conversations=5)
+    with running.client(ACME_KEY) as client:
+        refunds = {"title": "Refund policy", "content": DOCUMENTS["Refund policy"]}
+        first = client.post("/v1/knowledge", json=refunds)
+        assert first.status_code == 201, first.text
+        # the demo's first question, asked right after its one upload
+        answer = _say(client, _open(client, "u-first"), "How long do refunds take?")
+        assert "14 days" in answer["response"]["text"], answer
+        assert answer["trace"]["knowledgeSource"] == "uploads"
+        for title, content in DOCUMENTS.items():
+            if title != "Refund policy":
+                r = client.post("/v1/knowledge", json={"title": title, "content": content})
+                assert r.status_code == 201, r.text
+        for n, (question, expected) in enumerate(ANSWERED):
+            reply = _say(client, _open(client, f"u-ask-{n}"), question)
+            assert expected in reply["response"]["text"], (question, reply["response"]["text"])
+            assert reply["trace"]["confidence"] >= 0.5, (question, reply["trace"])
+        for n, question in enumerate(UNRELATED):
+            reply = _say(client, _open(client, f"u-other-{n}"), question)
+            assert reply["response"]["text"].startswith("I could not find that"), question
+            assert reply["trace"]["confidence"] < 0.35

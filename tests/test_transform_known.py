@@ -363,3 +363,21 @@ def test_exports_from_a_warehouse_without_marts_say_to_transform(
         assert code == 2
         err = capsys.readouterr().err
         assert "convo transform" in err and "Traceback" not in err
+
+
+def test_an_export_of_an_empty_range_warns_on_stderr(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Zeros alone read as a quiet period: an export of days without conversations says so
+    (and still succeeds); one with data says nothing more."""
+    empty = ["--from", "2026-04-01", "--to", "2026-04-02", "--db", str(db)]
+    assert main(["export", "summary", *empty]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: no conversation started from 2026-04-01 to 2026-04-02")
+    assert "the warehouse holds 2026-02-28 to 2026-03-02" in err and len(err.splitlines()) == 1
+    out = ["--out-dir", str(tmp_path / "out")]
+    assert main(["export", "guardrails", *empty, *out]) == 0
+    assert "warning: no conversation started" in capsys.readouterr().err
+    full = ["--from", "2026-03-01", "--to", "2026-03-02", "--db", str(db)]
+    assert main(["export", "summary", *full]) == 0
+    assert "warning" not in capsys.readouterr().err

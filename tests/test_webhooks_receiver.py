@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import os
-import re
 import secrets
 import signal
 import subprocess
@@ -33,6 +32,7 @@ from convo_analytics.errors import UserError
 from convo_analytics.webhooks import append_signature, parse_archive_line, sign, verify_delivery
 from convo_analytics.webhooks._archive_writer import ArchiveWriter
 from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
+from process_support import OutputWatcher
 
 SECRET = "whsec_receiver_test_0123456789"
 OLD_SECRET = "whsec_receiver_old_secret_abc"
@@ -437,19 +437,15 @@ def test_the_command_serves_archives_and_stops_cleanly(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    watch = OutputWatcher(proc.stdout, "convo webhooks serve")
     try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        match = re.search(r"http://127\.0\.0\.1:\d+/webhooks", first)
-        assert match, first
+        match = watch.wait_for(r"http://127\.0\.0\.1:\d+/webhooks")
+        watch.wait_for(r"configured secret")  # its last start-up line: then it serves
         body, headers = signed()
         r = httpx.post(match.group(0), content=body, headers=headers, timeout=10)
         assert r.status_code == 200
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)
-        # read through the same buffered file as readline (communicate() reads the pipe
-        # itself and would miss what readline had already buffered)
-        output = first + proc.stdout.read()
+        output = watch.wait_end(proc, timeout=20)
     finally:
         if proc.poll() is None:
             proc.kill()

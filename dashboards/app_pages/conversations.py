@@ -1,63 +1,166 @@
-"""Conversations: a filterable table, and one conversation's transcript with its traces."""
+"""Conversations: a slice of conversations (from a chart's click, the URL or the widgets),
+searched and paged, and one conversation's transcript with its traces."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
 import streamlit as st
 
+from convo_analytics.dashboard._conversations import PAGE_SIZES
 from convo_analytics.dashboard._queries import STATUSES
-from convo_analytics.dashboard._session import filters, query, require_snapshot, show_table
+from convo_analytics.dashboard._session import (
+    filters,
+    params,
+    query,
+    require_snapshot,
+    show_table,
+    write_params,
+)
+from convo_analytics.dashboard._views import SLICE_PARAMS, slice_from_params, slice_to_params
+
+
+def _local(moment: datetime | None, tz: str, *, seconds: bool = False) -> str:
+    """A stored (UTC) time in the chosen zone, to the minute (or second)."""
+    if moment is None:
+        return "–"
+    return f"{moment.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M{':%S' if seconds else ''}}"
+
+
+def _word(value: bool | None) -> str:
+    return "any" if value is None else "yes" if value else "no"
+
 
 snap = require_snapshot()
 f = filters()
 st.title("Conversations")
+url = params()
+from_url = slice_from_params(url)
+# The URL drives the widgets when it changed since they last took it (a chart's click, a
+# pasted link); otherwise the widgets drive the URL.
+seen = {k: url.get(k) for k in (*SLICE_PARAMS, "page", "conversation")}
+url_changed = st.session_state.get("_conv_url") != seen
+if url_changed:
+    st.session_state["conv_status"] = list(from_url.statuses)
+    st.session_state["conv_escalated"] = _word(from_url.escalated)
+    st.session_state["conv_flagged"] = _word(from_url.flagged)
+    st.session_state["conv_search"] = from_url.search
+    page_number = (url.get("page") or ["1"])[-1]
+    st.session_state["conv_page"] = int(page_number) if page_number.isdigit() else 1
+    st.session_state["_conv_pick"] = (url.get("conversation") or [None])[-1]
+
+if from_url.drilled:
+    chips = " · ".join(from_url.chips())
+    left, right = st.columns([5, 1])
+    left.info(f"Showing the conversations behind a chart: {chips}")
+    if right.button("Show all", key="conv_clear_drill"):
+        write_params(
+            slice_to_params(from_url.without_drill()), keep_others=True, owned=SLICE_PARAMS
+        )
+        st.session_state["_conv_url"] = None
+        st.rerun()
+
+search = st.text_input(
+    "Search", key="conv_search", placeholder="a conversation id, an end user id, or words said"
+)
 left, middle, right, last = st.columns(4)
 statuses = left.multiselect("Status", STATUSES, key="conv_status", placeholder="any")
 escalated = middle.selectbox("Escalated", ("any", "yes", "no"), key="conv_escalated")
 flagged = right.selectbox("Guardrail flagged", ("any", "yes", "no"), key="conv_flagged")
-confidence = last.slider("Average confidence at most", 0.0, 1.0, 1.0, 0.05, key="conv_confidence")
+page_size = last.selectbox("Per page", PAGE_SIZES, index=1, key="conv_page_size")
 choice = {"any": None, "yes": True, "no": False}
-table = query(
-    snap,
-    "conversations",
-    f,
+wanted = replace(
+    from_url,
     statuses=tuple(statuses),
     escalated=choice[escalated],
     flagged=choice[flagged],
-    max_confidence=None if confidence >= 1.0 else confidence,
+    search=search.strip()[:200],
 )
-st.caption(f"{table.height:,} conversations shown (newest first, at most 500)")
-show_table(table, "conversations")
+if wanted != from_url:
+    st.session_state["conv_page"] = 1  # a new question starts at its first page
+result = query(
+    snap, "conversation_page", f, wanted, st.session_state.get("conv_page", 1), page_size
+)
+if result.pages > 1:
+    st.session_state["conv_page"] = result.page  # within the pages there are now
+    st.number_input(
+        f"Page (of {result.pages:,})", min_value=1, max_value=result.pages, step=1, key="conv_page"
+    )
+first_row = (result.page - 1) * page_size + 1
+st.caption(
+    f"{result.total:,} conversations (newest first); showing {first_row:,} to "
+    f"{first_row + result.rows.height - 1:,}"
+    if result.rows.height
+    else "No conversation matches these filters."
+)
+show_table(result.rows, "conversations", f.tz)
+
+ids = result.rows["conversation_id"].to_list()
+picked_from_url = st.session_state.get("_conv_pick")
+shown = {
+    row["conversation_id"]: (
+        f"{_local(row['started_at'], f.tz)} · {row['channel']} · "
+        f"{(row['first_user_message'] or '(no user message)')[:80]}"
+    )
+    for row in result.rows.iter_rows(named=True)
+}
+if url_changed and picked_from_url and picked_from_url not in shown:  # a link to it
+    shown = {picked_from_url: f"{picked_from_url} (from the link)", **shown}
+state = {
+    **slice_to_params(wanted),
+    **({"page": str(result.page)} if result.page > 1 else {}),
+}
+if not shown:
+    write_params(state, keep_others=True, owned=(*SLICE_PARAMS, "page", "conversation"))
+    st.session_state["_conv_url"] = {k: params().get(k) for k in seen}
+    st.stop()
 
 st.subheader("Transcript")
-ids = table["conversation_id"].to_list()
-if not ids:
-    st.info("No conversation matches these filters.")
-    st.stop()
-picked = st.selectbox("Conversation", ids, key="conv_pick")
+options = list(shown)
+if url_changed or st.session_state.get("conv_pick") not in shown:
+    st.session_state["conv_pick"] = picked_from_url if picked_from_url in shown else options[0]
+picked = st.selectbox(
+    "Conversation", options, format_func=lambda c: shown.get(c, c), key="conv_pick"
+)
+state["conversation"] = picked
+write_params(state, keep_others=True, owned=(*SLICE_PARAMS, "page", "conversation"))
+st.session_state["_conv_url"] = {k: params().get(k) for k in seen}
+st.session_state["_conv_pick"] = picked
 detail = query(snap, "transcript", picked)
+if not detail["conversation"].height:
+    st.info(f"Conversation {picked} is not in this snapshot.")
+    st.stop()
 facts = detail["conversation"].to_dicts()[0]
 cols = st.columns(4)
 cols[0].metric("Status", facts["status"])
 cols[1].metric("Channel", facts["channel"])
 cols[2].metric("Escalations", facts["escalations"])
 cols[3].metric("Guardrail triggers", facts["guardrail_triggers"])
+st.caption(
+    f"{picked} · end user {facts['external_user_id']} · started "
+    f"{_local(facts['started_at'], f.tz)} ({f.tz})"
+)
 for message in detail["messages"].iter_rows(named=True):
     role = {"user": "user", "assistant": "assistant"}.get(message["role"], "ai")
     with st.chat_message(role):
         st.markdown(message["text"] or "")
+        when = _local(message["created_at"], f.tz, seconds=True)
         if message["role"] == "assistant":
             flags = ", ".join(message["policy_flags"] or []) or "none"
+            confidence = message["confidence"]
             st.caption(
-                f"{message['created_at']} · {message['latency_ms']} ms · "
-                f"tier {message['model_tier']} · confidence {message['confidence']} · "
+                f"{when} · {message['latency_ms']} ms · tier {message['model_tier']} · "
+                f"confidence {'–' if confidence is None else f'{confidence:.2f}'} · "
                 f"flags {flags} · source {message['knowledge_source'] or '–'}"
             )
         else:
-            st.caption(f"{message['created_at']} · {message['role']}")
-show_table(detail["messages"], f"transcript_{picked}")
+            st.caption(f"{when} · {message['role']}")
+show_table(detail["messages"], f"transcript_{picked}", f.tz)
 if detail["escalations"].height:
     st.markdown("**Escalations**")
-    show_table(detail["escalations"], f"escalations_{picked}")
+    show_table(detail["escalations"], f"escalations_{picked}", f.tz)
 if detail["incidents"].height:
     st.markdown("**Guardrail incidents** (excerpts redacted)")
-    show_table(detail["incidents"], f"incidents_{picked}")
+    show_table(detail["incidents"], f"incidents_{picked}", f.tz)

@@ -1,4 +1,5 @@
-"""Guardrails: incidents over time by flag, the redacted incident log, the compliance export."""
+"""Guardrails: incidents over time by flag (a click opens the conversations behind a bar),
+the redacted incident log, the compliance export."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import streamlit as st
 
 from convo_analytics.dashboard import charts
 from convo_analytics.dashboard._session import (
+    chart_with_drill,
     connection,
     download,
     filters,
@@ -22,20 +24,23 @@ snap = require_snapshot()
 f = filters()
 st.title("Guardrails")
 report = query(snap, "guardrail_report", f)
-st.altair_chart(charts.incidents_by_flag(report["per_flag_per_day"]), width="stretch")
+chart_with_drill(
+    charts.incidents_by_flag(report["per_flag_per_day"]), "guardrails_flags", "incidents", f
+)
+st.caption("Click a bar to see the conversations with those incidents.")
 download(report["per_flag_per_day"], "incidents_per_flag_per_day")
 st.subheader("Per flag")
-show_table(report["flag_rates"], "guardrail_flag_rates")
+show_table(report["flag_rates"], "guardrail_flag_rates", f.tz)
 st.subheader("Incidents")
 st.caption("Excerpts are redacted: emails, card and phone numbers are replaced.")
-show_table(report["incidents"], "guardrail_incidents")
+show_table(report["incidents"], "guardrail_incidents", f.tz)
 left, right = st.columns(2)
 with left:
     st.markdown("**Conversations with repeated incidents**")
-    show_table(report["repeat_conversations"], "repeat_conversations")
+    show_table(report["repeat_conversations"], "repeat_conversations", f.tz)
 with right:
     st.markdown("**End users with repeated incidents**")
-    show_table(report["repeat_users"], "repeat_users")
+    show_table(report["repeat_users"], "repeat_users", f.tz)
 
 st.subheader("Compliance export")
 st.caption("The same files and manifest as `convo export guardrails`, redacted.")

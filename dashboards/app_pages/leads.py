@@ -1,11 +1,18 @@
-"""Leads: the funnel with conversion per step, score bands, and the qualified leads."""
+"""Leads: the funnel with conversion per step, score bands, and the qualified leads; a click
+on a step opens the conversations that reached it."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from convo_analytics.dashboard import charts
-from convo_analytics.dashboard._session import filters, query, require_snapshot, show_table
+from convo_analytics.dashboard._session import (
+    chart_with_drill,
+    filters,
+    query,
+    require_snapshot,
+    show_table,
+)
 
 snap = require_snapshot()
 f = filters()
@@ -16,10 +23,11 @@ by = st.selectbox(
 result = query(snap, "funnel", f, () if by == "nothing" else (by,))
 funnel = result["funnel"]
 if by == "nothing":
-    st.altair_chart(charts.funnel_chart(funnel), width="stretch")
-show_table(funnel, "lead_funnel")
+    chart_with_drill(charts.funnel_chart(funnel), "leads_funnel", "funnel", f)
+    st.caption("Click a step to see the conversations that reached it.")
+show_table(funnel, "lead_funnel", f.tz)
 st.subheader("Score bands")
-show_table(result["bands"], "score_bands")
+show_table(result["bands"], "score_bands", f.tz)
 st.subheader("Qualified leads")
 st.caption("Contact details are named, not shown; the CRM holds them.")
-show_table(query(snap, "qualified_leads", f), "qualified_leads")
+show_table(query(snap, "qualified_leads", f), "qualified_leads", f.tz)

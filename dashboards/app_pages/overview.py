@@ -1,4 +1,5 @@
-"""Overview: KPI tiles against the previous period, the daily series, breakdowns."""
+"""Overview: KPI tiles against the previous period (when the data covers it), the daily
+series and breakdowns; a click on a point or a bar opens the conversations behind it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import polars as pl
 import streamlit as st
 
 from convo_analytics.dashboard import charts
+from convo_analytics.dashboard._format import human_duration
 from convo_analytics.dashboard._session import (
+    chart_with_drill,
     download,
     filters,
     query,
@@ -22,6 +25,8 @@ def _shown(value: float | None, fmt: str) -> str:
         return f"{value:.1%}"
     if fmt == "count":
         return f"{value:,.0f}"
+    if fmt == "ms":
+        return human_duration(value / 1000)
     return f"{value:,.1f}"
 
 
@@ -30,43 +35,67 @@ def _delta(now: float | None, before: float | None, fmt: str) -> str | None:
         return None
     if fmt == "percent":
         return f"{(now - before) * 100:+.1f} pts"
+    if fmt == "ms":
+        return f"{(now - before) / 1000:+,.2f} s"
     return f"{now - before:+,.1f}" if fmt == "number" else f"{now - before:+,.0f}"
 
 
 snap = require_snapshot()
 f = filters()
 st.title("Overview")
-st.caption(f"{f.first} to {f.last} ({f.tz}), against the {f.days} days before")
 tiles = query(snap, "kpis", f)
+covered = query(snap, "previous_covered", f)
+if covered:
+    st.caption(f"{f.first} to {f.last} ({f.tz}), against the {f.days} days before")
+else:
+    span = query(snap, "data_range")
+    st.caption(
+        f"{f.first} to {f.last} ({f.tz}). No comparison with the {f.days} days before: the "
+        f"data starts on {span[0]}, so that period is not covered (choose a later or shorter "
+        "range to compare)."
+    )
 for row in (tiles[:4], tiles[4:]):
     for column, tile in zip(st.columns(len(row)), row, strict=True):
         column.metric(
             tile["label"],
             _shown(tile["value"], tile["format"]),
-            _delta(tile["value"], tile["previous"], tile["format"]),
-            delta_color="inverse" if tile["metric"] in ("escalationRate", "latencyP95Ms",
-                                                         "guardrailTriggersPer1000Responses")
+            _delta(tile["value"], tile["previous"], tile["format"]) if covered else None,
+            delta_color="inverse"
+            if tile["metric"]
+            in ("escalationRate", "latencyP95Ms", "guardrailTriggersPer1000Responses")
             else "normal",
-        )  # fmt: skip
+        )
 download(pl.DataFrame(tiles), "kpis", "Download the KPIs as CSV")
 
+st.subheader("Daily")
 daily = query(snap, "daily", f)
 metric = st.selectbox(
-    "Daily series",
+    "Series",
     list(charts.SERIES),
     format_func=lambda m: charts.SERIES[m],
     key="overview_metric",
 )
-st.altair_chart(charts.daily_line(daily, metric), width="stretch")
+chart_with_drill(charts.daily_line(daily, metric), "overview_daily", "daily", f)
+st.caption("Click a day to see its conversations.")
 download(daily, "daily_metrics", "Download the daily metrics as CSV")
 
 st.subheader("Breakdowns")
-tabs = st.tabs(["Channel", "Locale", "Intent", "Source", "Model tier"])
-for tab, dimension in zip(
-    tabs, ("channel", "locale", "intent", "source", "model_tier"), strict=True
-):
-    with tab:
-        frame = query(snap, "breakdown_by", f, dimension)
-        value = "responses" if dimension == "model_tier" else "conversations"
-        st.altair_chart(charts.bars(frame, dimension, value), width="stretch")
-        show_table(frame, f"breakdown_{dimension}")
+dimensions = {
+    "channel": "Channel",
+    "locale": "Locale",
+    "intent": "Intent",
+    "source": "Source",
+    "model_tier": "Model tier",
+}
+dimension = st.radio(
+    "Break down by",
+    list(dimensions),
+    format_func=lambda d: dimensions[d],
+    horizontal=True,
+    key="overview_breakdown",
+)
+frame = query(snap, "breakdown_by", f, dimension)
+value = "responses" if dimension == "model_tier" else "conversations"
+chart_with_drill(charts.bars(frame, dimension, value), f"overview_bars_{dimension}", "breakdown", f)
+st.caption("Click a bar to see the conversations behind it.")
+show_table(frame, f"breakdown_{dimension}", f.tz)

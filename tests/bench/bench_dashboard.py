@@ -19,25 +19,17 @@ from _common import BenchContext, Report, emit, memory_mib, python_child
 THIS = Path(__file__).resolve()
 ROOT = THIS.parents[2]
 AIM_SECONDS = 1.0
-PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "pipeline"]
+PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "explore", "pipeline"]
 
 
 def child_render(db: str, published: str, repeats: str) -> None:
     import os
 
     import streamlit as st
+    from bench_transform import publish_transformed
     from streamlit.testing.v1 import AppTest
 
-    from convo_analytics.publish import publish_snapshot
-    from convo_analytics.transform import TransformConfig, latest_transform, run_transform
-    from convo_analytics.warehouse import open_warehouse
-
-    con = open_warehouse(Path(db))
-    run = latest_transform(con)
-    if run is None or "mart_daily_percentiles" not in run.marts:
-        run_transform(con, TransformConfig(reconcile=False))
-    publish_snapshot(con, Path(db), Path(published), keep=1)
-    con.close()
+    publish_transformed(db, published)
     os.environ["CONVO_PUBLISHED_DIR"] = published
     app = str(ROOT / "dashboards" / "streamlit_app.py")
     cold: dict[str, float] = {}
@@ -64,14 +56,10 @@ def child_render(db: str, published: str, repeats: str) -> None:
 
 def bench_dashboard(ctx: BenchContext, report: Report) -> None:
     """Seconds to render each page, first reader after a publish and warm."""
-    from bench_transform import build_warehouse
+    from bench_transform import synthetic_warehouse
 
-    conversations = 100_000 if ctx.quick else 1_000_000
-    folder = ROOT / "data" / "bench"
-    folder.mkdir(parents=True, exist_ok=True)
-    db = folder / f"transform-{conversations}.duckdb"
-    if not db.exists():
-        build_warehouse(db, conversations)
+    db, conversations = synthetic_warehouse(ctx, report)
+    folder = db.parent
     report.sizes.update({"conversations": conversations, "pages": len(PAGES)})
     published = folder / f"published-{conversations}"
     with python_child(THIS, ["render", str(db), str(published), "3"], cwd=ROOT) as child:

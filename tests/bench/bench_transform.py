@@ -36,6 +36,21 @@ LOCALES = ["en-US", "en-US", "en-GB", "de-DE", "fr-FR", "es-ES", "ja-JP"]
 INTENTS = ["support", "pricing", "billing", "product_question", "purchase"]
 SOURCES = ["homepage", "help-center", "pricing-page", "mobile-app"]
 TIERS = ["fast", "fast", "standard", "premium"]
+#: What users and the assistant say (Conversations' search reads message text).
+SENTENCES = ["How do I reset my password?", "I was charged twice this month",
+             "Can I get a refund for my order?", "What does the premium plan cost?",
+             "The dashboard will not load since this morning", "Do you ship to Canada?",
+             "Thanks, that solved it", "Can I talk to a person please?",
+             "Here is how to reset it: open Settings, then Security.",
+             "Refunds reach the original card within 14 days."]  # fmt: skip
+#: The synthetic warehouse's layout version, in its file name: a builder change makes a new
+#: file instead of reusing one without the new columns (2: message text).
+LAYOUT = 2
+
+
+def warehouse_path(folder: Path, conversations: int) -> Path:
+    """Where the synthetic warehouse of ``conversations`` conversations is kept."""
+    return folder / f"transform-v{LAYOUT}-{conversations}.duckdb"
 
 
 def _pick(expr: str, salt: str, options: list[str]) -> str:
@@ -84,6 +99,7 @@ def build_warehouse(path: Path, conversations: int) -> None:
         f"""INSERT INTO messages BY NAME
         SELECT 'm' || i || '_' || p AS id, 'c' || i AS conversation_id, p AS position,
                CASE WHEN p % 2 = 0 THEN 'user' ELSE 'assistant' END AS role,
+               {_pick("i + p", "say", SENTENCES)} || ' (#' || (i % 9973) || ')' AS text,
                {start} + to_microseconds((p * 30 + hash(i, p) % 20)::BIGINT * 1000000)
                    AS created_at,
                CASE WHEN p % 2 = 1 THEN 150 + hash(i, p, 'lat') % 4000 END AS latency_ms,
@@ -178,18 +194,39 @@ def child_export(db: str, days: str, repeats: str) -> None:
     )
 
 
-def bench_transform(ctx: BenchContext, report: Report) -> None:
-    """Transform time and peak memory; 90-day summary export latency."""
+def synthetic_warehouse(ctx: BenchContext, report: Report) -> tuple[Path, int]:
+    """The synthetic warehouse for this run's size (built once and kept), and that size."""
     conversations = 100_000 if ctx.quick else 1_000_000
     folder = ROOT / "data" / "bench"
     folder.mkdir(parents=True, exist_ok=True)
-    db = folder / f"transform-{conversations}.duckdb"
+    db = warehouse_path(folder, conversations)
     if not db.exists():
         started = time.perf_counter()
         build_warehouse(db, conversations)
         report.note(
             f"built the synthetic warehouse in {time.perf_counter() - started:.1f} s (kept)"
         )
+    return db, conversations
+
+
+def publish_transformed(db: str, published: str) -> None:
+    """Transform the warehouse unless its marts are current, and publish a snapshot of it
+    (what the readers' benchmarks read)."""
+    from convo_analytics.publish import publish_snapshot
+    from convo_analytics.transform import TransformConfig, latest_transform, run_transform
+    from convo_analytics.warehouse import open_warehouse
+
+    con = open_warehouse(Path(db))
+    run = latest_transform(con)
+    if run is None or "mart_daily_percentiles" not in run.marts:
+        run_transform(con, TransformConfig(reconcile=False))
+    publish_snapshot(con, Path(db), Path(published), keep=1)
+    con.close()
+
+
+def bench_transform(ctx: BenchContext, report: Report) -> None:
+    """Transform time and peak memory; 90-day summary export latency."""
+    db, conversations = synthetic_warehouse(ctx, report)
     report.sizes.update(
         {
             "conversations": conversations,

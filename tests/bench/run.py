@@ -40,6 +40,7 @@ MODULES = [
     "bench_ingest",
     "bench_transform",
     "bench_dashboard",
+    "bench_explore",
 ]
 
 

@@ -25,6 +25,7 @@ from typer._click.exceptions import NoArgsIsHelpError
 
 from convo_analytics import __version__
 from convo_analytics.cli._errors import USER_ERROR_EXIT, command_path, report_error
+from convo_analytics.cli._options import PLAIN_HELP
 from convo_analytics.config import ConfigLocation, Settings, find_config_file, load_settings
 from convo_analytics.errors import UserError
 
@@ -40,6 +41,7 @@ __all__ = [
 PROG_NAME = "convo"
 
 app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP,
     name=PROG_NAME,
     help=(
         "Analytics pipeline for the hosted Conversational Assistant Service.\n\n"

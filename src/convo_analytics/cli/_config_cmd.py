@@ -12,10 +12,12 @@ from rich.table import Table
 from rich.text import Text
 
 from convo_analytics.cli._app import config_location_from_context, settings_from_context
+from convo_analytics.cli._options import PLAIN_HELP
 
 __all__ = ["config_app"]
 
 config_app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP,
     name="config",
     help="Inspect the effective configuration.",
     no_args_is_help=True,

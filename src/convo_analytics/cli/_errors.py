@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from collections.abc import Sequence
 from typing import Annotated, TextIO
@@ -11,7 +12,14 @@ from typer._click.core import Command, Context
 from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
-__all__ = ["USER_ERROR_EXIT", "command_path", "error_line", "report_error"]
+__all__ = [
+    "USER_ERROR_EXIT",
+    "command_path",
+    "error_line",
+    "listening_socket",
+    "report_error",
+    "require_loopback",
+]
 
 USER_ERROR_EXIT = 2
 
@@ -77,3 +85,18 @@ def require_loopback(host: str, behind_tls_proxy: bool, what: str) -> None:
             f"--host {host} is not a loopback address; {what} speaks plain HTTP, so put a "
             "TLS-terminating proxy in front and add --behind-tls-proxy"
         )
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port`` for a server command, or the one-line user error
+    every server gives when the port is taken (exit 2)."""
+    from convo_analytics._serving import bind
+    from convo_analytics.errors import UserError
+
+    try:
+        return bind(host, port)
+    except OSError as exc:
+        raise UserError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); "
+            "choose another --port or stop what uses it"
+        ) from None

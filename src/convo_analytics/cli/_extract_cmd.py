@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
+from convo_analytics.cli._options import DbOption, default_of
 from convo_analytics.config import Secret, Settings
 from convo_analytics.errors import UserError
 
@@ -199,36 +200,63 @@ def extract_config(
 def extract(
     ctx: typer.Context,
     base_url: Annotated[
-        str | None, typer.Option("--base-url", help="The service, e.g. https://api.example.com")
+        str | None,
+        typer.Option(
+            "--base-url",
+            metavar="URL",
+            help=f"The service, e.g. https://api.example.com {default_of('service.base_url')}",
+        ),
     ] = None,
     api_key: Annotated[
         str | None,
         typer.Option(
             "--api-key",
+            metavar="KEY",
             help="Workspace API key. Prefer CONVO_API_KEY or "
             "CONVO_API_KEY_FILE: a flag shows in process listings.",
         ),
     ] = None,
-    db: Annotated[Path | None, typer.Option("--db", help="Warehouse file (DuckDB).")] = None,
+    db: DbOption = None,
     rate_limit: Annotated[
-        str | None, typer.Option("--rate-limit", help="600/min, 100/min, none, or RATE[,burst=N]")
+        str | None,
+        typer.Option(
+            "--rate-limit",
+            metavar="RATE",
+            help=f"600/min, 100/min, none, or RATE[,burst=N]. {default_of('service.rate_limit')}",
+        ),
     ] = None,
     streams: Annotated[
-        str | None, typer.Option("--streams", help="Comma-separated: conversations,leads,summary")
+        str | None,
+        typer.Option(
+            "--streams",
+            metavar="LIST",
+            help=f"Comma-separated, in order. {default_of('extract.streams')}",
+        ),
     ] = None,
     full_refresh: Annotated[
         bool, typer.Option("--full-refresh", help="Ignore bookmarks; re-read and re-detail all.")
     ] = False,
     backfill_from: Annotated[
-        str | None, typer.Option("--backfill-from", help="Re-read records updated since DATE.")
+        str | None,
+        typer.Option("--backfill-from", metavar="DATE", help="Re-read records updated since DATE."),
     ] = None,
     backfill_to: Annotated[
-        str | None, typer.Option("--backfill-to", help="... and before DATE (exclusive).")
+        str | None,
+        typer.Option("--backfill-to", metavar="DATE", help="... and before DATE (exclusive)."),
     ] = None,
-    page_size: Annotated[int | None, typer.Option("--page-size", help="Records per page.")] = None,
+    page_size: Annotated[
+        int | None,
+        typer.Option(
+            "--page-size", metavar="N", help=f"Records per page. {default_of('extract.page_size')}"
+        ),
+    ] = None,
     pagination: Annotated[
         str | None,
-        typer.Option("--pagination", help="auto (default), or STYLE[:option=value,...]."),
+        typer.Option(
+            "--pagination",
+            metavar="STYLE",
+            help=f"auto, or STYLE[:option=value,...]. {default_of('extract.pagination')}",
+        ),
     ] = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Fail a stream (exit 1) on any warning.")

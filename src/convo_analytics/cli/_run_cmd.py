@@ -45,7 +45,7 @@ def run(
         state = ctx.find_object(CliState)
         if state is not None:
             state.config_path = config
-    from convo_analytics.pipeline import load_steps
+    from convo_analytics.pipeline import check_steps, load_steps
 
     steps = load_steps(NIGHTLY)
     if list_steps:
@@ -53,6 +53,7 @@ def run(
             typer.echo(f"{step.name}: {step.doc.splitlines()[0] if step.doc else ''}")
         return
     settings = settings_from_context(ctx)
+    check_steps(steps, settings)  # configuration errors: exit 2, nothing locked or recorded
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -12,28 +12,42 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
+from convo_analytics.cli._errors import listening_socket
+from convo_analytics.cli._options import PLAIN_HELP, default_of, setting_option
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
 __all__ = ["sandbox_app"]
 
 sandbox_app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP,
     name="sandbox",
     help="The local Conversational Assistant Service that demos, tests and benchmarks use.",
     no_args_is_help=True,
 )
 
-Host = Annotated[str | None, typer.Option("--host", help="Interface to listen on.")]
-Port = Annotated[int | None, typer.Option("--port", help="TCP port (0 picks a free one).")]
-Seed = Annotated[int | None, typer.Option("--seed", help="Seed of the generated history.")]
-Conversations = Annotated[
-    int | None, typer.Option("--conversations", help="Conversations per workspace.")
+Host = Annotated[
+    str | None, setting_option("--host", "sandbox.host", "HOST", "Interface to listen on.")
 ]
-Days = Annotated[int | None, typer.Option("--days", help="Days of history, ending now.")]
+Port = Annotated[
+    int | None,
+    setting_option("--port", "sandbox.port", "PORT", "TCP port (0 picks a free one)."),
+]
+Seed = Annotated[
+    int | None, setting_option("--seed", "sandbox.seed", "N", "Seed of the generated history.")
+]
+Conversations = Annotated[
+    int | None,
+    setting_option("--conversations", "sandbox.conversations", "N", "Conversations per workspace."),
+]
+Days = Annotated[
+    int | None, setting_option("--days", "sandbox.days", "N", "Days of history, ending now.")
+]
 Until = Annotated[
     str | None,
     typer.Option(
         "--until",
+        metavar="TIME",
         help="End of the history (ISO 8601); default now. Fix it for "
         "byte-identical histories across runs.",
     ),
@@ -42,13 +56,18 @@ Workspace = Annotated[
     list[str] | None,
     typer.Option(
         "--workspace",
+        metavar="NAME:KEY",
         help="NAME:KEY, repeatable (a name given twice gets two keys). With none, workspace "
         "'demo' gets a generated key, printed at start. Sandbox keys are test credentials.",
     ),
 ]
 Archive = Annotated[
     Path | None,
-    typer.Option("--webhook-archive", help="Write the history's deliveries here (.gz: gzip)."),
+    typer.Option(
+        "--webhook-archive",
+        metavar="FILE",
+        help="Write the history's deliveries here (.gz: gzip).",
+    ),
 ]
 
 
@@ -138,31 +157,59 @@ def serve(
         str | None,
         typer.Option(
             "--rate-limit",
+            metavar="RATE",
             help="600/min (per key, 2x bursts), 100/min (per "
-            "workspace), none, or RATE[,burst=N][,scope=key|workspace].",
+            "workspace), none, or RATE[,burst=N][,scope=key|workspace]. "
+            + default_of("sandbox.rate_limit"),
         ),
     ] = None,
     workspace: Workspace = None,
     webhook_archive: Archive = None,
     key_file: Annotated[
-        Path | None, typer.Option("--key-file", help="Write keys and admin token here (0600).")
+        Path | None,
+        typer.Option("--key-file", metavar="FILE", help="Write keys and admin token here (0600)."),
     ] = None,
     retry_schedule: Annotated[
         str | None,
-        typer.Option("--webhook-retry-schedule", help="2,8,32 (seconds) or exponential:24h."),
+        typer.Option(
+            "--webhook-retry-schedule",
+            metavar="SCHEDULE",
+            help="2,8,32 (seconds) or exponential:24h. "
+            + default_of("sandbox.webhook_retry_schedule"),
+        ),
     ] = None,
     fault_5xx_rate: Annotated[
-        float | None, typer.Option("--fault-5xx-rate", help="Share of /v1 answers that are 5xx.")
+        float | None,
+        typer.Option(
+            "--fault-5xx-rate",
+            metavar="SHARE",
+            help=f"Share of /v1 answers that are 5xx. {default_of('sandbox.fault_5xx_rate')}",
+        ),
     ] = None,
     fault_slow_rate: Annotated[
-        float | None, typer.Option("--fault-slow-rate", help="Share of /v1 answers delayed.")
+        float | None,
+        typer.Option(
+            "--fault-slow-rate",
+            metavar="SHARE",
+            help=f"Share of /v1 answers delayed. {default_of('sandbox.fault_slow_rate')}",
+        ),
     ] = None,
     fault_slow_seconds: Annotated[
-        float | None, typer.Option("--fault-slow-seconds", help="The delay of slow answers.")
+        float | None,
+        typer.Option(
+            "--fault-slow-seconds",
+            metavar="S",
+            help=f"The delay of slow answers. {default_of('sandbox.fault_slow_seconds')}",
+        ),
     ] = None,
     fault_drop_rate: Annotated[
         float | None,
-        typer.Option("--fault-drop-rate", help="Share of /v1 connections dropped mid-answer."),
+        typer.Option(
+            "--fault-drop-rate",
+            metavar="SHARE",
+            help="Share of /v1 connections dropped mid-answer. "
+            + default_of("sandbox.fault_drop_rate"),
+        ),
     ] = None,
     oauth_auto_approve: Annotated[
         bool | None,
@@ -193,17 +240,10 @@ def serve(
         },
     )
     config = _sandbox_settings(settings, {"workspace": workspace, "until": until})
-    from convo_analytics._serving import bind
     from convo_analytics.sandbox import Sandbox, create_app, write_history_archive
 
     out = Console(highlight=False, soft_wrap=True)
-    try:
-        sock = bind(config.host, config.port)
-    except OSError as exc:
-        raise UserError(
-            f"cannot listen on {config.host}:{config.port} ({exc.strerror}); "
-            "choose another --port or stop what uses it"
-        ) from None
+    sock = listening_socket(config.host, config.port)
     started = time.perf_counter()
     sandbox = Sandbox(config)
     built = time.perf_counter() - started
@@ -266,7 +306,9 @@ def _add_to_key_file(path: Path, values: dict[str, str]) -> None:
 @sandbox_app.command("archive")
 def archive(
     ctx: typer.Context,
-    out_path: Annotated[Path, typer.Option("--out", help="Archive file (.gz: gzip).")],
+    out_path: Annotated[
+        Path, typer.Option("--out", metavar="FILE", help="Archive file (.gz: gzip).")
+    ],
     seed: Seed = None,
     conversations: Conversations = None,
     days: Days = None,

@@ -14,31 +14,39 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.cli._errors import BehindTlsProxy, require_loopback
+from convo_analytics.cli._errors import BehindTlsProxy, listening_socket, require_loopback
 from convo_analytics.cli._lock import warehouse_writer
+from convo_analytics.cli._options import PLAIN_HELP, DbOption, default_of
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
 __all__ = ["export_app", "serve", "transform"]
 
-DbOption = Annotated[Path | None, typer.Option("--db", help="Warehouse file (DuckDB).")]
-FromOption = Annotated[str, typer.Option("--from", help="First day, inclusive (YYYY-MM-DD).")]
-ToOption = Annotated[str, typer.Option("--to", help="Last day, inclusive (YYYY-MM-DD).")]
+FromOption = Annotated[
+    str, typer.Option("--from", metavar="DAY", help="First day, inclusive (YYYY-MM-DD).")
+]
+ToOption = Annotated[
+    str, typer.Option("--to", metavar="DAY", help="Last day, inclusive (YYYY-MM-DD).")
+]
 TzOption = Annotated[
     str | None,
     typer.Option(
-        "--tz", help="IANA time zone days are cut in (default: the first of transform.timezones)."
+        "--tz",
+        metavar="ZONE",
+        help="IANA time zone days are cut in. [default: the first of transform.timezones]",
     ),
 ]
 
 export_app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP,
     name="export",
     help="Write the summary (service-compatible) or the guardrail incident log.",
     no_args_is_help=True,
 )
 
 
-def _zone(flag: str, value: str) -> str:
+def checked_zone(flag: str, value: str) -> str:
+    """``value`` when it names an IANA zone; else the user error naming ``flag``."""
     try:
         ZoneInfo(value)
     except (ZoneInfoNotFoundError, ValueError):
@@ -49,14 +57,23 @@ def _zone(flag: str, value: str) -> str:
 
 
 def _warehouse(settings: Settings, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """The warehouse a command reads (or rebuilds marts in): it must exist already, since an
+    empty one made here would only hide a wrong --db."""
     from convo_analytics.warehouse import open_warehouse
 
     db = settings.require_path("warehouse.path")
-    return open_warehouse(db, read_only=read_only)
+    return open_warehouse(db, read_only=read_only, must_exist=True)
+
+
+def _warn(message: str | None) -> None:
+    """``warning: ...`` on stderr (the export still succeeds)."""
+    if message:
+        sys.stderr.write(f"warning: {message}\n")
+        sys.stderr.flush()
 
 
 def _default_tz(settings: Settings, tz: str | None) -> str:
-    return _zone("--tz", tz or (settings.get_list("transform.timezones") or ("UTC",))[0])
+    return checked_zone("--tz", tz or (settings.get_list("transform.timezones") or ("UTC",))[0])
 
 
 def transform(
@@ -65,13 +82,20 @@ def transform(
     tz: Annotated[
         list[str] | None,
         typer.Option(
-            "--tz", help="Cut days in this IANA zone (repeatable; default transform.timezones)."
+            "--tz",
+            metavar="ZONE",
+            help=f"Cut days in this IANA zone (repeatable). {default_of('transform.timezones')}",
         ),
     ] = None,
     low_confidence_threshold: Annotated[
         float | None,
         typer.Option(
-            "--low-confidence-threshold", min=0.0, max=1.0, help="Confidence below this is low."
+            "--low-confidence-threshold",
+            min=0.0,
+            max=1.0,
+            metavar="X",
+            help="Confidence below this is low. "
+            + default_of("transform.low_confidence_threshold"),
         ),
     ] = None,
     reconcile: Annotated[
@@ -79,7 +103,13 @@ def transform(
         typer.Option("--reconcile/--no-reconcile", help="Compare with the service's own summary."),
     ] = True,
     tolerance: Annotated[
-        float | None, typer.Option("--tolerance", min=0.0, help="Relative difference tolerated.")
+        float | None,
+        typer.Option(
+            "--tolerance",
+            min=0.0,
+            metavar="X",
+            help=f"Relative difference tolerated. {default_of('transform.tolerance')}",
+        ),
     ] = None,
     fail_on_mismatch: Annotated[
         bool,
@@ -104,9 +134,14 @@ def transform(
             "transform.tolerance": tolerance,
         },
     )
-    zones = tuple(dict.fromkeys(_zone("--tz", z) for z in settings.get_list("transform.timezones")))
+    zones = tuple(
+        dict.fromkeys(checked_zone("--tz", z) for z in settings.get_list("transform.timezones"))
+    )
     if not zones:
         raise UserError("--tz: name at least one time zone (transform.timezones is empty)")
+    from convo_analytics.warehouse import require_existing
+
+    require_existing(settings.require_path("warehouse.path"))  # before waiting for the lock
     from convo_analytics.transform import TransformConfig, run_transform
 
     config = TransformConfig(
@@ -152,34 +187,43 @@ def export_summary_cmd(
     tz: TzOption = None,
     db: DbOption = None,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Write to FILE instead of stdout.")
+        Path | None,
+        typer.Option("--out", metavar="FILE", help="Write to FILE instead of stdout."),
     ] = None,
     low_confidence_threshold: Annotated[
         float | None,
         typer.Option(
-            "--low-confidence-threshold", min=0.0, max=1.0, help="Default: the marts' own."
+            "--low-confidence-threshold",
+            min=0.0,
+            max=1.0,
+            metavar="X",
+            help="Confidence below this is low. [default: the marts' own]",
         ),
     ] = None,
     workspace_id: Annotated[
         str | None,
-        typer.Option("--workspace-id", help="Workspace to report (default: the only one)."),
+        typer.Option(
+            "--workspace-id", metavar="ID", help="Workspace to report. [default: the only one]"
+        ),
     ] = None,
 ) -> None:
     """Write the summary for a date range in exactly the shape of GET /v1/analytics/summary."""
-    from convo_analytics.export import export_summary, parse_day
+    from convo_analytics.export import empty_range_warning, export_summary, parse_day
 
     settings = settings_from_context(ctx, {"warehouse.path": db})
     first, last = parse_day("--from", from_), parse_day("--to", to)
+    zone = _default_tz(settings, tz)
     con = _warehouse(settings, read_only=True)
     try:
         body = export_summary(
             con,
             first,
             last,
-            _default_tz(settings, tz),
+            zone,
             low_confidence_threshold=low_confidence_threshold,
             workspace_id=workspace_id,
         )
+        _warn(empty_range_warning(con, first, last, zone))
     finally:
         con.close()
     data = orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n"
@@ -200,12 +244,18 @@ def export_guardrails_cmd(
     from_: FromOption,
     to: ToOption,
     fmt: Annotated[
-        str, typer.Option("--format", help="jsonl, csv or parquet.", case_sensitive=False)
+        str,
+        typer.Option(
+            "--format", metavar="FORMAT", help="jsonl, csv or parquet.", case_sensitive=False
+        ),
     ] = "jsonl",
     tz: TzOption = None,
     db: DbOption = None,
     out_dir: Annotated[
-        Path | None, typer.Option("--out-dir", help="Folder to write to (default: export.dir).")
+        Path | None,
+        typer.Option(
+            "--out-dir", metavar="DIR", help=f"Folder to write to. {default_of('export.dir')}"
+        ),
     ] = None,
     redact: Annotated[
         bool,
@@ -218,7 +268,7 @@ def export_guardrails_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
 ) -> None:
     """Write the guardrail incident log of a date range for compliance review, with a manifest."""
-    from convo_analytics.export import FORMATS, export_guardrails, parse_day
+    from convo_analytics.export import FORMATS, empty_range_warning, export_guardrails, parse_day
 
     fmt = fmt.lower()
     if fmt not in FORMATS:
@@ -226,6 +276,7 @@ def export_guardrails_cmd(
     settings = settings_from_context(ctx, {"warehouse.path": db, "export.dir": out_dir})
     first, last = parse_day("--from", from_), parse_day("--to", to)
     directory = settings.require_path("export.dir")
+    zone = _default_tz(settings, tz)
     con = _warehouse(settings, read_only=True)
     try:
         result = export_guardrails(
@@ -233,10 +284,15 @@ def export_guardrails_cmd(
             first,
             last,
             directory,
-            tz=_default_tz(settings, tz),
+            tz=zone,
             fmt=fmt,  # type: ignore[arg-type]
             redact=redact,
         )
+        if not result.rows:
+            _warn(
+                empty_range_warning(con, first, last, zone)
+                or f"no guardrail incident from {first} to {last} ({zone}): the log is empty"
+            )
     finally:
         con.close()
     if as_json:
@@ -250,9 +306,19 @@ def export_guardrails_cmd(
 
 def serve(
     ctx: typer.Context,
-    host: Annotated[str | None, typer.Option("--host", help="Interface to listen on.")] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host", metavar="HOST", help=f"Interface to listen on. {default_of('serve.host')}"
+        ),
+    ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", help="TCP port (0 picks a free one).")
+        int | None,
+        typer.Option(
+            "--port",
+            metavar="PORT",
+            help=f"TCP port (0 picks a free one). {default_of('serve.port')}",
+        ),
     ] = None,
     db: DbOption = None,
     behind_tls_proxy: BehindTlsProxy = False,
@@ -273,17 +339,10 @@ def serve(
             "CONVO_SERVE_TOKEN_FILE"
         )
     db_path = settings.require_path("warehouse.path")
-    from convo_analytics._serving import bind
     from convo_analytics.serve import create_serve_app
 
     app = create_serve_app(db_path, token.reveal(), settings.get_path("publish.dir"))
-    try:
-        sock = bind(bind_host, settings.get_int("serve.port"))
-    except OSError as exc:
-        raise UserError(
-            f"cannot listen on {bind_host}:{settings.get_int('serve.port')} ({exc.strerror}); "
-            "choose another --port or stop what uses it"
-        ) from None
+    sock = listening_socket(bind_host, settings.get_int("serve.port"))
     shown = f"[{bind_host}]" if ":" in bind_host else bind_host
     Console(highlight=False, soft_wrap=True).print(
         f"serving GET /v1/analytics/summary on http://{shown}:{sock.getsockname()[1]} "

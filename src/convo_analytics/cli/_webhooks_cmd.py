@@ -12,6 +12,7 @@ from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._lock import warehouse_writer
+from convo_analytics.cli._options import PLAIN_HELP, DbOption
 from convo_analytics.cli._webhooks_serve import serve
 from convo_analytics.config import Settings, WorkspaceConfig
 from convo_analytics.errors import UserError
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["webhooks_app"]
 
 webhooks_app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP,
     name="webhooks",
     help="Receive the service's signed webhook deliveries and ingest their archives.",
     no_args_is_help=True,
@@ -118,7 +120,8 @@ def ingest_batches(
     batches: list[tuple[str | None, list[bytes], list[Path]]] = [
         (name, _workspace_secrets(configured[name]), paths) for name, paths in by_workspace.items()
     ]
-    if rest:
+    if rest or not batches:
+        # no files at all still checks the secret: the error belongs to the setup, not the day
         batches.append((None, webhook_secrets(settings, given), rest))
     return batches
 
@@ -136,20 +139,25 @@ SecretFlag = Annotated[
     list[str] | None,
     typer.Option(
         "--secret",
+        metavar="SECRET",
         help="A webhook secret (repeatable, for rotation). Prefer "
         "CONVO_WEBHOOK_SECRET: a flag shows in process listings.",
     ),
 ]
-DbFlag = Annotated[Path | None, typer.Option("--db", help="Warehouse file (DuckDB).")]
+DbFlag = DbOption
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")]
 
 
 @webhooks_app.command("ingest")
 def ingest_command(
     ctx: typer.Context,
-    paths: Annotated[list[Path], typer.Argument(help="Archive files or folders of them.")],
+    paths: Annotated[
+        list[Path],
+        # described in the docstring: typer prints an argument's type (<list[Path]>) beside it
+        typer.Argument(metavar="PATH", hidden=True, help="Archive files or folders of them."),
+    ],
     secret: SecretFlag = None,
-    db: DbFlag = None,
+    db: DbOption = None,
     as_json: JsonFlag = False,
     full: Annotated[
         bool,
@@ -166,6 +174,8 @@ def ingest_command(
     ] = None,
 ) -> None:
     """Verify, deduplicate and load webhook archives; quarantine what cannot be loaded.
+
+    PATH: archive files (.jsonl, .jsonl.gz), or folders holding them.
 
     Every input line ends in exactly one of: loaded, duplicates (retries and
     replays), quarantined (with file, line and reason, in the quarantine table).

@@ -85,10 +85,13 @@ def replay_command(
     as_json: JsonFlag = False,
     reason: Annotated[
         list[str] | None,
-        typer.Option("--reason", help="Only rows quarantined for this reason (repeatable)."),
+        typer.Option(
+            "--reason", metavar="REASON", help="Only rows quarantined for this reason (repeatable)."
+        ),
     ] = None,
     file: Annotated[
-        str | None, typer.Option("--file", help="Only rows of this archive file (its path).")
+        str | None,
+        typer.Option("--file", metavar="PATH", help="Only rows of this archive file (its path)."),
     ] = None,
 ) -> None:
     """Verify and load the open quarantined lines again (e.g. after adding a rotated secret).
@@ -127,7 +130,11 @@ def purge_command(
     ctx: typer.Context,
     before: Annotated[
         str,
-        typer.Option("--before", help="Remove rows quarantined before this day (YYYY-MM-DD, UTC)."),
+        typer.Option(
+            "--before",
+            metavar="DAY",
+            help="Remove rows quarantined before this day (YYYY-MM-DD, UTC).",
+        ),
     ],
     db: DbFlag = None,
     as_json: JsonFlag = False,

@@ -14,7 +14,8 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.cli._errors import BehindTlsProxy, require_loopback
+from convo_analytics.cli._errors import BehindTlsProxy, listening_socket, require_loopback
+from convo_analytics.cli._options import default_of
 from convo_analytics.errors import UserError
 
 __all__ = ["serve"]
@@ -28,23 +29,33 @@ def serve(
     ctx: typer.Context,
     host: Annotated[
         str,
-        typer.Option("--host", help="Interface to listen on (loopback unless behind a proxy)."),
+        typer.Option(
+            "--host",
+            metavar="HOST",
+            help="Interface to listen on (loopback unless behind a proxy).",
+        ),
     ] = DEFAULT_HOST,
-    port: Annotated[int, typer.Option("--port", help="TCP port (0 picks a free one).")] = (
-        DEFAULT_PORT
-    ),
+    port: Annotated[
+        int, typer.Option("--port", metavar="PORT", help="TCP port (0 picks a free one).")
+    ] = (DEFAULT_PORT),
     archive_dir: Annotated[
         Path | None,
-        typer.Option("--archive-dir", help="Archive directory (default: webhooks.archive_dir)."),
+        typer.Option(
+            "--archive-dir",
+            metavar="DIR",
+            help=f"Archive directory. {default_of('webhooks.archive_dir')}",
+        ),
     ] = None,
     max_body_bytes: Annotated[
         int,
-        typer.Option("--max-body-bytes", min=1, help="Larger bodies are answered 413."),
+        typer.Option(
+            "--max-body-bytes", min=1, metavar="N", help="Larger bodies are answered 413."
+        ),
     ] = DEFAULT_MAX_BODY_BYTES,
     behind_tls_proxy: BehindTlsProxy = False,
-    path: Annotated[str, typer.Option("--path", help="URL path deliveries are POSTed to.")] = (
-        "/webhooks"
-    ),
+    path: Annotated[
+        str, typer.Option("--path", metavar="PATH", help="URL path deliveries are POSTed to.")
+    ] = ("/webhooks"),
 ) -> None:
     """Receive webhook deliveries: verify, archive durably, then acknowledge.
 
@@ -67,7 +78,6 @@ def serve(
             "[[workspaces]] their webhook_secrets_env"
         )
     directory = settings.require_path("webhooks.archive_dir")
-    from convo_analytics._serving import bind
     from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
 
     config = ReceiverSettings(
@@ -88,13 +98,7 @@ def serve(
         app = create_receiver_app(config)
     except ValueError as exc:
         raise UserError(f"receiver settings: {exc}") from None
-    try:
-        sock = bind(host, port)
-    except OSError as exc:
-        raise UserError(
-            f"cannot listen on {host}:{port} ({exc.strerror}); "
-            "choose another --port or stop what uses it"
-        ) from None
+    sock = listening_socket(host, port)
     actual_port = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     out = Console(highlight=False, soft_wrap=True)

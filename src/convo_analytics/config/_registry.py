@@ -621,6 +621,31 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
         maximum=65535,
     ),
+    Setting(
+        "dashboard.notebooks_dir",
+        Kind.PATH,
+        "data/notebooks",
+        help=(
+            "Folder of the Explore page's saved notebooks (plain .sql files; the starter "
+            "notebooks ship in dashboards/notebooks/)."
+        ),
+    ),
+    Setting(
+        "dashboard.query_timeout_seconds",
+        Kind.FLOAT,
+        10.0,
+        help="An Explore query running longer than this is interrupted.",
+        minimum=0.1,
+        maximum=600.0,
+    ),
+    Setting(
+        "dashboard.query_row_limit",
+        Kind.INT,
+        10000,
+        help="Rows an Explore query returns at most (the cell says when there were more).",
+        minimum=1,
+        maximum=1000000,
+    ),
     # -- run: the nightly pipeline ---------------------------------------------------
     Setting(
         "run.lock_file",

@@ -57,7 +57,7 @@ class Filters:
         return {"channel": list(self.channels)} if self.channels else {}
 
 
-#: KPI tiles: (label, metric, format). Rates are shown as percentages.
+#: KPI tiles: (label, metric, format). Rates are shown as percentages, latency as a duration.
 KPIS: tuple[tuple[str, str, str], ...] = (
     ("Conversations", "conversations", "count"),
     ("Resolution rate", "resolutionRate", "percent"),
@@ -65,7 +65,7 @@ KPIS: tuple[tuple[str, str, str], ...] = (
     ("Escalation rate", "escalationRate", "percent"),
     ("CSAT", "csat", "percent"),
     ("Leads qualified", "leadsQualified", "count"),
-    ("p95 latency (ms)", "latencyP95Ms", "number"),
+    ("p95 latency", "latencyP95Ms", "ms"),
     ("Guardrail triggers / 1k responses", "guardrailTriggersPer1000Responses", "number"),
 )
 
@@ -86,6 +86,13 @@ def data_range(con: duckdb.DuckDBPyConnection) -> tuple[date, date] | None:
         "SELECT min(started_at)::DATE, max(started_at)::DATE FROM mart_conversations"
     ).fetchall()[0]
     return (row[0], row[1]) if row[0] is not None else None
+
+
+def previous_covered(con: duckdb.DuckDBPyConnection, f: Filters) -> bool:
+    """Whether the data reaches back over the whole previous period: a comparison with
+    days the warehouse holds nothing for would show growth that is only missing data."""
+    span = data_range(con)
+    return span is not None and span[0] <= f.previous().first
 
 
 def channels(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -145,52 +152,11 @@ def breakdown_by(con: duckdb.DuckDBPyConnection, f: Filters, dimension: str) -> 
     )
 
 
-#: Conversation table filters beyond the global ones.
+#: A conversation's statuses, in the order the page offers them.
 STATUSES = ("open", "resolved", "abandoned")
 
 
-def conversations(
-    con: duckdb.DuckDBPyConnection,
-    f: Filters,
-    *,
-    statuses: tuple[str, ...] = (),
-    escalated: bool | None = None,
-    flagged: bool | None = None,
-    max_confidence: float | None = None,
-    limit: int = 500,
-) -> pl.DataFrame:
-    """Conversations started in the range, newest first, filtered; at most ``limit`` rows."""
-    lo, hi = day_bounds(f.first, f.last)
-    where = ["started_at >= ?::TIMESTAMPTZ", "started_at < ?::TIMESTAMPTZ",
-             f"(started_at AT TIME ZONE '{_zone(f.tz)}')::DATE BETWEEN ? AND ?"]  # fmt: skip
-    params: list[Any] = [lo, hi, f.first, f.last]
-    if f.channels:
-        where.append(f"channel IN ({', '.join('?' * len(f.channels))})")
-        params += list(f.channels)
-    if statuses:
-        where.append(f"status IN ({', '.join('?' * len(statuses))})")
-        params += list(statuses)
-    if escalated is not None:
-        where.append("escalated = ?")
-        params.append(escalated)
-    if flagged is not None:
-        where.append("(guardrail_triggers > 0) = ?")
-        params.append(flagged)
-    if max_confidence is not None:
-        where.append("avg_confidence <= ?")
-        params.append(max_confidence)
-    return read_frame(
-        con,
-        "SELECT conversation_id, started_at, channel, locale, intent, source, status, "
-        "user_messages, assistant_responses, avg_confidence, escalated, guardrail_triggers, "
-        "lead_score, qualified_at, feedback_rating, first_response_ms, resolution_seconds "
-        f"FROM mart_conversations WHERE {' AND '.join(where)} "
-        f"ORDER BY started_at DESC LIMIT {int(limit)}",
-        params,
-    )
-
-
-def _zone(tz: str) -> str:
+def zone_sql(tz: str) -> str:
     """A zone name safe to inline in SQL (AT TIME ZONE takes no parameter)."""
     if not all(ch.isalnum() or ch in "/_+-" for ch in tz):
         raise ValueError(f"{tz!r} is not an IANA time zone name")
@@ -268,7 +234,7 @@ def confidence_distribution(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.Da
     lo, hi = day_bounds(f.first, f.last)
     frame = read_frame(
         con,
-        f"""SELECT (m.created_at AT TIME ZONE '{_zone(f.tz)}')::DATE AS date,
+        f"""SELECT (m.created_at AT TIME ZONE '{zone_sql(f.tz)}')::DATE AS date,
                    least(floor(coalesce(m.confidence, 0) * 10), 9) / 10 AS band,
                    count(*) AS responses
             FROM messages m JOIN mart_conversations c ON c.conversation_id = m.conversation_id

@@ -1,4 +1,5 @@
-"""The Streamlit side shared by every page: the snapshot, cached queries, filters, downloads.
+"""The Streamlit side shared by every page: the snapshot, cached queries, filters in the
+URL, formatted tables with raw downloads, and drill-down from charts.
 
 Queries are cached per published snapshot: the cache key includes the
 snapshot's id, so when a run publishes a new snapshot the next rerun of any
@@ -7,6 +8,11 @@ run because it only ever opens published copies, read-only. The snapshot is
 found and checked by the one reader every reader uses
 (``publish.current_snapshot``); when it cannot be used, every page shows the
 same message instead of its content.
+
+The view lives in the URL's query string (``dashboard._views``): the global
+filters are read from it when a session starts and written back on every
+run, so a page's URL can be bookmarked or sent and opening it restores the
+view.
 """
 
 from __future__ import annotations
@@ -15,14 +21,25 @@ import os
 from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 import polars as pl
 import streamlit as st
 
+from convo_analytics.dashboard import _conversations as conversations
+from convo_analytics.dashboard import _notebooks as notebooks
 from convo_analytics.dashboard import _queries as queries
+from convo_analytics.dashboard._format import DisplayColumn, for_display
 from convo_analytics.dashboard._queries import Filters
+from convo_analytics.dashboard._views import (
+    SLICE_PARAMS,
+    Drill,
+    drill_from_selection,
+    filters_from_params,
+    filters_to_params,
+    slice_to_params,
+)
 from convo_analytics.publish import (
     UNREADABLE,
     Snapshot,
@@ -31,15 +48,42 @@ from convo_analytics.publish import (
     current_snapshot,
 )
 
-T = TypeVar("T")
 #: Where published snapshots are looked for: this variable, else data/published.
 PUBLISHED_DIR_ENV = "CONVO_PUBLISHED_DIR"
 ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/Los_Angeles",
          "Asia/Kolkata", "Asia/Tokyo", "Australia/Sydney")  # fmt: skip
+#: Functions a page may ask for by name through :func:`query`.
+_QUERIES: dict[str, Callable[..., Any]] = {
+    name: fn
+    for module in (queries, conversations)
+    for name, fn in vars(module).items()
+    if callable(fn)
+    and not name.startswith("_")
+    and getattr(fn, "__module__", "") == module.__name__
+}
+
+
+_QUERIES["schema"] = notebooks.schema
 
 
 def published_dir() -> Path:
     return Path(os.environ.get(PUBLISHED_DIR_ENV) or "data/published")
+
+
+def app_settings() -> dict[str, Any]:
+    """The dashboard's settings (``convo dashboard`` passes them in the environment; read
+    on each run, which costs well under a millisecond)."""
+    from convo_analytics.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings(None, {})
+    except ConfigError:
+        settings = load_settings(None, {}, environ={})
+    return {
+        "notebooks_dir": settings.require_path("dashboard.notebooks_dir"),
+        "query_timeout_seconds": settings.get_float("dashboard.query_timeout_seconds"),
+        "query_row_limit": settings.get_int("dashboard.query_row_limit"),
+    }
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -74,7 +118,7 @@ def connection(snap: Snapshot) -> duckdb.DuckDBPyConnection:
 def _cached(snapshot_path: str, snapshot_id: str, name: str, args: tuple[Any, ...],
             kwargs: tuple[tuple[str, Any], ...]) -> Any:  # fmt: skip
     del snapshot_id  # part of the key: a new snapshot means new answers
-    fn: Callable[..., Any] = getattr(queries, name)
+    fn = _QUERIES[name]
     cursor = _database(snapshot_path).cursor()
     cursor.execute("SET TimeZone = 'UTC'")
     try:
@@ -84,7 +128,8 @@ def _cached(snapshot_path: str, snapshot_id: str, name: str, args: tuple[Any, ..
 
 
 def query(snap: Snapshot, name: str, *args: Any, **kwargs: Any) -> Any:
-    """``queries.<name>(connection, *args, **kwargs)``, cached for this snapshot."""
+    """``<name>(connection, *args, **kwargs)`` from the dashboard's queries, cached for
+    this snapshot."""
     return _cached(str(snap.path), snap.snapshot_id, name, args, tuple(sorted(kwargs.items())))
 
 
@@ -129,32 +174,46 @@ def require_snapshot() -> Snapshot:
     return snap
 
 
+def _default_filters(first_day: date, last_day: date) -> Filters:
+    return Filters(max(first_day, last_day - timedelta(days=29)), last_day)
+
+
 def sidebar_filters(snap: Snapshot | None) -> Filters | None:
-    """The global filters (date range, time zone, channels), kept across pages."""
+    """The global filters (date range, time zone, channels), kept across pages and in the
+    URL: a session opened from a URL starts with the filters its query string names."""
     if snap is None or query(snap, "is_empty"):
         return None
     span = query(snap, "data_range")
     assert span is not None
     first_day, last_day = span
-    default_first = max(first_day, last_day - timedelta(days=29))
+    default = _default_filters(first_day, last_day)
+    known = query(snap, "channels")
+    if "filter_range" not in st.session_state:  # a new session: the URL's view, if any
+        from_url = filters_from_params(_params(), default)
+        st.session_state["filter_range"] = (from_url.first, from_url.last)
+        st.session_state["filter_tz"] = from_url.tz if from_url.tz in ZONES else "UTC"
+        st.session_state["filter_channels"] = [c for c in from_url.channels if c in known]
+    if "_pending_channels" in st.session_state:  # a chart's click picked a channel
+        st.session_state["filter_channels"] = [
+            c for c in st.session_state.pop("_pending_channels") if c in known
+        ]
     with st.sidebar:
         older = " (the previous one: the newest is damaged)" if snap.passed_over else ""
         st.caption(f"Snapshot published {snap.published_at}{older}")
         picked = st.date_input(
             "Date range",
-            value=(default_first, last_day),
             min_value=first_day - timedelta(days=366),
             max_value=last_day + timedelta(days=1),
             key="filter_range",
         )
         tz = st.selectbox("Time zone", ZONES, key="filter_tz")
-        chosen = st.multiselect(
-            "Channels", query(snap, "channels"), key="filter_channels", placeholder="all"
-        )
+        chosen = st.multiselect("Channels", known, key="filter_channels", placeholder="all")
     days: list[Any] = list(picked) if isinstance(picked, tuple) else [picked]
-    days = [d for d in days if isinstance(d, date)] or [default_first, last_day]
+    days = [d for d in days if isinstance(d, date)] or [default.first, default.last]
     first, last = days[0], days[-1]  # one day while the user is mid-way through picking
-    return Filters(first, last, str(tz), tuple(chosen))
+    f = Filters(first, last, str(tz), tuple(chosen))
+    write_params(filters_to_params(f), keep_others=True, owned=("from", "to", "tz", "channel"))
+    return f
 
 
 def filters() -> Filters:
@@ -165,10 +224,36 @@ def filters() -> Filters:
     return value
 
 
+def _params() -> dict[str, list[str]]:
+    return {key: st.query_params.get_all(key) for key in st.query_params}
+
+
+def params() -> dict[str, list[str]]:
+    """The URL's query string, each key with all its values."""
+    return _params()
+
+
+def write_params(
+    values: dict[str, str | list[str]], *, keep_others: bool, owned: tuple[str, ...] = ()
+) -> None:
+    """Put ``values`` in the URL; keys in ``owned`` that ``values`` lacks are removed (and
+    every other key too unless ``keep_others``). Unchanged keys are not rewritten."""
+    current = _params()
+    for key in current:
+        if key not in values and (key in owned or not keep_others):
+            del st.query_params[key]
+    for key, value in values.items():
+        wanted = [value] if isinstance(value, str) else list(value)
+        if current.get(key) != wanted:
+            st.query_params[key] = wanted if len(wanted) != 1 else wanted[0]
+
+
 def download(frame: pl.DataFrame, name: str, label: str = "Download as CSV") -> None:
-    """A download button for the data behind a chart or table."""
+    """A download button for the data behind a chart or table (the raw values)."""
     flat = frame.with_columns(
-        pl.col(c).list.join(", ") for c, t in frame.schema.items() if isinstance(t, pl.List)
+        pl.col(c).cast(pl.List(pl.String)).list.join(", ")
+        for c, t in frame.schema.items()
+        if isinstance(t, pl.List)
     )
     st.download_button(
         label,
@@ -179,7 +264,67 @@ def download(frame: pl.DataFrame, name: str, label: str = "Download as CSV") -> 
     )
 
 
-def show_table(frame: pl.DataFrame, name: str) -> None:
-    """A table with its download button."""
-    st.dataframe(frame, hide_index=True, width="stretch")
+def _column_config(column: DisplayColumn) -> Any:
+    if column.as_text:
+        numeric = column.kind not in ("datetime", "date", "text", "bool")
+        return st.column_config.TextColumn(column.label, alignment="right" if numeric else None)
+    if column.kind in ("count", "number", "ratio", "score", "percent", "ms", "seconds"):
+        return st.column_config.NumberColumn(column.label, format=column.format)
+    if column.kind == "bool":
+        return st.column_config.CheckboxColumn(column.label)
+    return st.column_config.TextColumn(column.label)
+
+
+def show_table(
+    frame: pl.DataFrame, name: str, tz: str | None = None, *, relabel: bool = True
+) -> None:
+    """A table with human labels and formatted values, and its download (raw values)."""
+    shown = for_display(frame, tz, relabel=relabel)
+    config = {c: _column_config(d) for c, d in shown.columns.items()}
+    st.dataframe(shown.frame, hide_index=True, width="stretch", column_config=config)
     download(frame, name)
+
+
+def chart_with_drill(chart: Any, key: str, kind: str, f: Filters) -> None:
+    """Draw a chart whose marks open the conversations behind them: a click switches to
+    the Conversations page with that slice in the URL (and the current filters)."""
+    from convo_analytics.dashboard._charts import PICK
+
+    event = st.altair_chart(chart, width="stretch", key=key, on_select="rerun",
+                            selection_mode=PICK)  # fmt: skip
+    picked = (event.get("selection") or {}).get(PICK) or []
+    drill = drill_from_selection(picked[0] if picked else {}, kind)
+    if drill is not None:
+        open_conversations(drill, f)
+
+
+def open_conversations(drill: Drill, f: Filters) -> None:
+    """Switch to the Conversations page showing the drill's slice."""
+    target = Filters(f.first, f.last, f.tz, drill.channels if drill.channels is not None
+                     else f.channels)  # fmt: skip
+    if drill.channels is not None:  # the sidebar takes it before drawing its widget
+        st.session_state["_pending_channels"] = list(drill.channels)
+    values = {**filters_to_params(target), **slice_to_params(drill.slice)}
+    st.switch_page("app_pages/conversations.py", query_params=values)
+
+
+__all__ = [
+    "PUBLISHED_DIR_ENV",
+    "SLICE_PARAMS",
+    "ZONES",
+    "app_settings",
+    "chart_with_drill",
+    "connection",
+    "download",
+    "filters",
+    "open_conversations",
+    "params",
+    "published_dir",
+    "published_snapshot",
+    "query",
+    "require_snapshot",
+    "show_table",
+    "sidebar_filters",
+    "snapshot",
+    "write_params",
+]

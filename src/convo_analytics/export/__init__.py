@@ -4,6 +4,7 @@ from convo_analytics.export._guardrails import FORMATS, GuardrailExport, export_
 from convo_analytics.export._summary import (
     MAX_SUMMARY_DAYS,
     check_range,
+    empty_range_warning,
     export_summary,
     parse_day,
     warehouse_workspace,
@@ -14,6 +15,7 @@ __all__ = [
     "MAX_SUMMARY_DAYS",
     "GuardrailExport",
     "check_range",
+    "empty_range_warning",
     "export_guardrails",
     "export_summary",
     "parse_day",

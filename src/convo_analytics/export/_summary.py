@@ -48,6 +48,30 @@ def warehouse_workspace(con: duckdb.DuckDBPyConnection) -> str:
     return str(rows[0][0]) if rows else "unknown"
 
 
+def empty_range_warning(
+    con: duckdb.DuckDBPyConnection, first: date, last: date, tz: str
+) -> str | None:
+    """Why an export of ``first``..``last`` is empty when no conversation started in it
+    (zeros alone read as a quiet period), naming the days the warehouse does hold."""
+    held, started, latest = con.execute(
+        "SELECT count(*) FILTER (WHERE timezone(?, started_at)::DATE BETWEEN ? AND ?), "
+        "min(timezone(?, started_at))::DATE, max(timezone(?, started_at))::DATE "
+        "FROM mart_conversations",
+        [tz, first, last, tz, tz],
+    ).fetchall()[0]
+    if held:
+        return None
+    if started is None:
+        return (
+            "the warehouse holds no conversations yet (run 'convo extract', then "
+            "'convo transform'): the export is empty"
+        )
+    return (
+        f"no conversation started from {first} to {last} ({tz}), so the export is empty; "
+        f"the warehouse holds {started} to {latest}"
+    )
+
+
 def export_summary(
     con: duckdb.DuckDBPyConnection,
     first: date,

@@ -8,6 +8,7 @@ from convo_analytics.pipeline._runner import (
     RunResult,
     Step,
     StepFailed,
+    check_steps,
     load_steps,
     run_pipeline,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "StepFailed",
     "WarehouseLocked",
     "WriterLock",
+    "check_steps",
     "load_steps",
     "prune_archives",
     "run_pipeline",

@@ -17,9 +17,20 @@ import httpx
 import orjson
 
 from convo_analytics.config import Settings
+from convo_analytics.errors import UserError
 
 log = logging.getLogger(__name__)
 ALERT_TIMEOUT_SECONDS = 10
+
+
+def check_alert_settings(settings: Settings) -> None:
+    """The alert webhook's URL has a scheme (it is a secret: the message never shows it)."""
+    url = settings.get_secret("run.alert_webhook_url")
+    if url is not None and not url.reveal().startswith(("https://", "http://")):
+        raise UserError(
+            "run.alert_webhook_url (CONVO_RUN_ALERT_WEBHOOK_URL) must be an http:// or "
+            "https:// URL; the value set has no scheme"
+        )
 
 
 def send_alert(settings: Settings, run: dict[str, Any]) -> None:

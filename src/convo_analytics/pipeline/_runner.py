@@ -25,7 +25,7 @@ import orjson
 from convo_analytics._run_ids import new_run_id
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
-from convo_analytics.pipeline._alert import send_alert
+from convo_analytics.pipeline._alert import check_alert_settings, send_alert
 from convo_analytics.pipeline._lock import WriterLock
 from convo_analytics.warehouse import open_warehouse, transaction
 
@@ -46,12 +46,18 @@ class RunContext:
 StepFunction = Callable[[RunContext], dict[str, Any]]
 
 
+#: A step's check of its settings: raises UserError (exit 2) for what no run could fix.
+StepCheck = Callable[[Settings], None]
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     name: str
     run: StepFunction
     #: Why the step exists, for `convo run --list` and the docs.
     doc: str = ""
+    #: Run by :func:`check_steps` before the run takes the lock or records anything.
+    check: StepCheck | None = None
 
 
 class StepFailed(Exception):
@@ -103,6 +109,16 @@ def load_steps(path: Path) -> list[Step]:
     spec.loader.exec_module(module)
     steps: list[Step] = module.STEPS
     return steps
+
+
+def check_steps(steps: Sequence[Step], settings: Settings) -> None:
+    """Every step's configuration check, before anything is locked or recorded: a setting
+    no run could work with (no API key, a URL without a scheme, a bad time zone) is a
+    usage error (exit 2), not a failed run in ``pipeline_runs`` and an alert."""
+    for step in steps:
+        if step.check is not None:
+            step.check(settings)
+    check_alert_settings(settings)
 
 
 def run_pipeline(steps: Sequence[Step], settings: Settings, lock: WriterLock) -> RunResult:

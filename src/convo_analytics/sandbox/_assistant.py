@@ -6,7 +6,9 @@ scoring, escalations, completion, feedback), so a live conversation shows in
 lists, details, the summary and the events exactly like a generated one.
 
 How it decides (decision D-LIVE-ASSISTANT): BM25 retrieval over the
-knowledge; confidence from the best score and its margin over the next;
+knowledge (Snowball stems, stop words left out); confidence from how much of
+the question the best passage covers, its margin over the next, and the
+question's words the knowledge never uses;
 a request for a person, or two low-confidence answers in a row, escalates;
 buying signals and contact details raise the lead score (qualifying at the
 Activity's threshold); a live conversation quiet for its channel's
@@ -59,13 +61,19 @@ QUALIFIED = "Thank you! Someone from our sales team will contact you shortly."
 
 
 def confidence_of(hits: list[Hit]) -> float:
-    """0-1 from the ranking: how much of the question the best passage covers (by term
-    weight), and how clearly it beats the next passage."""
+    """0-1 from the ranking (decision D-LIVE-ASSISTANT): how much of what the knowledge
+    knows of the question the best passage covers (by term weight), how clearly it beats
+    the next passage, less for question words the knowledge never uses at all.
+
+    A clear best match earns a confident answer: a question whose every known word is in
+    one passage, well ahead of the rest, scores above 0.9 even when it is phrased with
+    words no document uses ("How long do refunds take?" over a refunds policy).
+    """
     if not hits:
         return 0.05
     best = hits[0]
     margin = (best.score - hits[1].score) / best.score if len(hits) > 1 else 1.0
-    value = 0.15 + 0.8 * best.coverage * (0.6 + 0.4 * margin)
+    value = 0.1 + 0.85 * best.coverage * (1 - 0.6 * best.unknown) * (0.7 + 0.3 * margin)
     return round(min(0.99, max(0.01, value)), 4)
 
 

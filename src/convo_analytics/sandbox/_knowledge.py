@@ -4,11 +4,13 @@ Two paths feed one index (decision D-KNOWLEDGE-PATHS): POST
 /v1/knowledge-sources creates or updates a *source* (a url-crawl source
 fetches its seed URLs; a text or faq source carries its content), and POST
 /v1/knowledge uploads a *document* into a source (the "uploads" source unless
-one is named). Retrieval ranks passages with Okapi BM25; no language model.
+one is named). Retrieval ranks passages with Okapi BM25 over Snowball-stemmed words
+without stop words (the snowballstemmer and stop-words libraries); no language model.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import re
@@ -20,6 +22,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import snowballstemmer
+import stop_words
 
 from convo_analytics.sandbox._model import iso
 
@@ -30,25 +34,30 @@ PASSAGE_WORDS = 90
 FETCH_TIMEOUT_SECONDS = 5.0
 FETCH_MAX_BYTES = 1_000_000
 _WORD = re.compile(r"\w+", re.UNICODE)
-_STOP_WORDS = (
-    "a an and are as at be by can do does for from how i in is it me my of on or our "
-    "please the this to we what when where which who why will with you your much many "
-    "any there about get like want need would could should have has"
-)
-_STOP = frozenset(_STOP_WORDS.split(" "))
+#: Words of the stop-words library's English list that carry the meaning of a customer's
+#: question ("where is my order", "is it free", "opening hours"), so they stay searchable.
+_MEANINGFUL = frozenset(
+    ("order orders ordered free open opening opened work working works number numbers home "  # noqa: SIM905
+     "page pages help change changed invoice line lines group groups member members "
+     "information available possible show shows new old large small best").split()
+)  # fmt: skip
+#: Question phrasing that names no subject ("how long does it take", "tell me", "I want").
+_PHRASING = frozenset("take takes taking tell know want wanted need needs like".split())  # noqa: SIM905
+_STOP = frozenset(stop_words.get_stop_words("english")) - _MEANINGFUL | _PHRASING
+_STEMMER = snowballstemmer.stemmer("english")
 _TAGS = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.S | re.I)
 
 
+@functools.lru_cache(maxsize=65_536)
 def _stem(word: str) -> str:
-    """A light suffix strip, so that costs/cost and refunds/refund match."""
-    for suffix in ("ing", "es", "ed", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+    """The Snowball (Porter 2) English stem: refunds/refunded/refunding -> refund."""
+    stem: str = _STEMMER.stemWord(word)
+    return stem
 
 
 def tokens(text: str) -> list[str]:
-    """Lower-cased, unaccented, lightly stemmed words without common stop words."""
+    """Lower-cased, unaccented, Snowball-stemmed words, without stop words (decision
+    D-LIVE-ASSISTANT): the terms passages are indexed and questions are searched by."""
     folded = unicodedata.normalize("NFKD", text.casefold())
     plain = "".join(ch for ch in folded if not unicodedata.combining(ch))
     return [_stem(w) for w in _WORD.findall(plain) if w not in _STOP and len(w) > 1]
@@ -103,8 +112,11 @@ class Source:
 class Hit:
     passage: Passage
     score: float
-    #: Share of the query's weight (its terms' idf) that the passage contains, 0-1.
+    #: Share of the weight (idf) of the question's terms that the knowledge holds anywhere
+    #: which this passage contains, 0-1.
     coverage: float
+    #: Share of the question's terms that no passage holds (words the knowledge never uses).
+    unknown: float
 
 
 def split_passages(text: str) -> list[str]:
@@ -180,18 +192,20 @@ class KnowledgeBase:
         n = len(passages)
         avg = sum(p.length for p in passages) / n or 1.0
         terms = set(tokens(query))
-        idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+        known = {t for t in terms if df[t]}
+        idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in known}
         weight = sum(idf.values()) or 1.0
+        unknown = (len(terms) - len(known)) / len(terms) if terms else 1.0
         hits = []
         for p in passages:
             score = covered = 0.0
-            for t in terms:
+            for t in known:
                 tf = p.terms.get(t, 0)
                 if tf:
                     covered += idf[t]
                     score += idf[t] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * p.length / avg))
             if score > 0:
-                hits.append(Hit(p, score, covered / weight))
+                hits.append(Hit(p, score, covered / weight, unknown))
         hits.sort(key=lambda h: (-h.score, h.passage.source_id, h.passage.document_id))
         return hits[:limit]
 

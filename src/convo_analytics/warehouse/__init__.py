@@ -7,6 +7,7 @@ from convo_analytics.warehouse._connection import (
     ensure_schema,
     open_warehouse,
     read_bookmark,
+    require_existing,
     transaction,
     write_bookmark,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "ensure_schema",
     "open_warehouse",
     "read_bookmark",
+    "require_existing",
     "transaction",
     "write_bookmark",
 ]

@@ -25,10 +25,13 @@ class WarehouseBusy(UserError):
     """Another process holds the warehouse for writing."""
 
 
-def open_warehouse(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Connect, creating the file and the schema when needed (not when read-only)."""
-    if read_only and not path.exists():
-        raise UserError(f"warehouse {path} does not exist yet; run 'convo extract' first")
+def open_warehouse(
+    path: Path, *, read_only: bool = False, must_exist: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """Connect, creating the file and the schema when needed (not when read-only, nor when
+    the caller only reads or rebuilds what a loader put there: ``must_exist``)."""
+    if read_only or must_exist:
+        require_existing(path)
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -44,6 +47,12 @@ def open_warehouse(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyCon
     if not read_only:
         ensure_schema(con)
     return con
+
+
+def require_existing(path: Path) -> None:
+    """The error every command that reads a warehouse gives when there is none there."""
+    if not path.exists():
+        raise UserError(f"warehouse {path} does not exist yet; run 'convo extract' first")
 
 
 #: WAL size at which a loading connection checkpoints. DuckDB's default (16 MiB) made a

@@ -1,0 +1,165 @@
+"""Benchmark of the analyst's pages on 1,000,000 conversations: Explore and Conversations.
+
+"Explore query round trip on 1,000,000 conversations, and Conversations
+search, each under 1 s." It reuses the transform benchmark's synthetic
+warehouse (10,000,000 messages with text; built and transformed here when
+missing), publishes a snapshot of it, and in a child process times:
+
+* an Explore cell's round trip (``dashboard._explore.run_query``: a safe
+  connection attaching the snapshot, the statement check, the query, the
+  rows into polars) for each starter notebook's cells and an aggregate over
+  every message; the anchor is the same SQL on a plain read-only DuckDB
+  connection held open (DuckDB alone);
+* the Explore page rendered by AppTest with a starter notebook (cold caches);
+* Conversations: a search of words said, of an end user id and of a
+  conversation id over the default 30 days, and the 20th page of a slice
+  (``dashboard._conversations.conversation_page``).
+
+Each figure is the median of several runs after one warm-up.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from _common import BenchContext, Report, emit, memory_mib, python_child
+
+THIS = Path(__file__).resolve()
+ROOT = THIS.parents[2]
+AIM_SECONDS = 1.0
+REPEATS = 5
+#: An Explore cell over every message (10,000,000 rows).
+MESSAGES_SQL = (
+    "SELECT role, model_tier, count(*) AS messages, avg(latency_ms) AS avg_latency_ms "
+    "FROM messages GROUP BY ALL ORDER BY messages DESC"
+)
+
+
+def _median(fn: object, repeats: int = REPEATS) -> float:
+    assert callable(fn)
+    fn()  # warm-up: the file's pages in the OS cache, as for a reader of a kept snapshot
+    runs = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - started)
+    return statistics.median(runs)
+
+
+def child_measure(db: str, published: str) -> None:
+    import os
+
+    import duckdb
+    import streamlit as st
+    from bench_transform import publish_transformed
+    from streamlit.testing.v1 import AppTest
+
+    from convo_analytics.dashboard._conversations import conversation_page
+    from convo_analytics.dashboard._explore import run_query
+    from convo_analytics.dashboard._notebooks import STARTERS_DIR, load_notebook
+    from convo_analytics.dashboard._queries import Filters, data_range
+    from convo_analytics.dashboard._views import Slice
+    from convo_analytics.publish import current_snapshot
+
+    publish_transformed(db, published)
+    snap = current_snapshot(Path(published))
+    assert snap is not None
+    plain = duckdb.connect(str(snap.path), read_only=True)
+    cells: dict[str, str] = {}
+    for path in sorted(STARTERS_DIR.glob("*.sql")):
+        notebook = load_notebook(Path("/nonexistent"), path.stem)
+        assert notebook is not None
+        for cell in notebook.cells:
+            cells[f"{path.stem}: {cell.title}"] = cell.sql
+    cells["every message by role and tier"] = MESSAGES_SQL
+    explore: dict[str, dict[str, float]] = {}
+    for label, sql in cells.items():
+        result = run_query(snap.path, sql, timeout=60)
+        if result.error:
+            raise RuntimeError(f"{label}: {result.error}")
+        explore[label] = {
+            "round_trip": _median(lambda sql=sql: run_query(snap.path, sql, timeout=60)),
+            "duckdb_alone": _median(lambda sql=sql: plain.sql(sql).to_arrow_table()),
+            "rows": float(result.frame.height if result.frame is not None else 0),
+        }
+    span = data_range(plain)
+    assert span is not None
+    f = Filters(span[1] - timedelta(days=29), span[1])
+    word = "refund"
+    someone = plain.execute(
+        "SELECT external_user_id FROM mart_conversations ORDER BY started_at DESC LIMIT 1"
+    ).fetchall()[0][0]
+    searches = {
+        f"search words said ({word!r})": Slice(search=word),
+        f"search an end user id ({someone})": Slice(search=str(someone)),
+        "search a conversation id ('c99999')": Slice(search="c99999"),
+    }
+    conversations: dict[str, dict[str, float]] = {}
+    for label, s in searches.items():
+        page = conversation_page(plain.cursor(), f, s, 1, 100)
+        conversations[label] = {
+            "seconds": _median(lambda s=s: conversation_page(plain.cursor(), f, s, 1, 100)),
+            "total": float(page.total),
+        }
+    twentieth = conversation_page(plain.cursor(), f, Slice(), 20, 100)
+    conversations["page 20 of the range (100 per page)"] = {
+        "seconds": _median(lambda: conversation_page(plain.cursor(), f, Slice(), 20, 100)),
+        "total": float(twentieth.total),
+    }
+    os.environ["CONVO_PUBLISHED_DIR"] = published
+    at = AppTest.from_file(str(ROOT / "dashboards" / "streamlit_app.py"), default_timeout=120)
+    at.query_params["notebook"] = "escalations_by_reason_and_channel"
+    at.run()
+    at.switch_page("app_pages/explore.py")
+    st.cache_data.clear()
+    started = time.perf_counter()
+    at.run()
+    page_cold = time.perf_counter() - started
+    if at.exception or at.error:
+        raise RuntimeError(f"explore page: {at.exception or [e.value for e in at.error]}")
+    started = time.perf_counter()
+    at.run()
+    page_warm = time.perf_counter() - started
+    emit({"explore": explore, "conversations": conversations, "page_cold": page_cold,
+          "page_warm": page_warm, "memory": memory_mib()})  # fmt: skip
+
+
+def bench_explore(ctx: BenchContext, report: Report) -> None:
+    """Explore round trips and Conversations search on 1,000,000 conversations."""
+    from bench_transform import MESSAGES_PER_CONVERSATION, synthetic_warehouse
+
+    db, conversations = synthetic_warehouse(ctx, report)
+    folder = db.parent
+    report.sizes.update({"conversations": conversations,
+                         "messages": conversations * MESSAGES_PER_CONVERSATION})  # fmt: skip
+    published = folder / f"published-explore-{conversations}"
+    with python_child(THIS, ["measure", str(db), str(published)], cwd=ROOT) as child:
+        out = child.json_line("explore", timeout=1800)
+    for label, got in out["explore"].items():
+        seconds = got["round_trip"]
+        report.add(f"Explore round trip, {label} ({got['rows']:,.0f} rows)", round(seconds, 3),
+                   "s", f"< {AIM_SECONDS:g}", seconds < AIM_SECONDS)  # fmt: skip
+        report.add("... the same SQL, DuckDB alone", round(got["duckdb_alone"], 3), "s")
+    for label, got in out["conversations"].items():
+        seconds = got["seconds"]
+        report.add(f"Conversations {label} ({got['total']:,.0f} found)", round(seconds, 3), "s",
+                   f"< {AIM_SECONDS:g}", seconds < AIM_SECONDS)  # fmt: skip
+    report.add("Explore page (3 starter cells), first render after a publish",
+               round(out["page_cold"], 2), "s")  # fmt: skip
+    report.add("Explore page, warm rerender", round(out["page_warm"], 2), "s")
+    report.add("peak memory", round(out["memory"].get("peak_rss_mib", float("nan"))), "MiB")
+
+
+BENCHES = [("explore", bench_explore)]
+
+
+if __name__ == "__main__":
+    role, *rest = sys.argv[1:] or ["help"]
+    if role == "measure":
+        child_measure(*rest)
+    else:
+        raise SystemExit("usage: bench_explore.py measure DB PUBLISHED_DIR")

@@ -1,0 +1,157 @@
+"""Every command walked through its user errors, as a user runs it (a real process).
+
+Each row is a command line a user could type with a mistake in it: a missing
+setting, a path that is not there, a busy port, a URL without a scheme, a bad
+value. Each must end with exit status 2 and one line on stderr
+(``error: ... (see 'convo ... --help')``), no traceback, no secret, and leave
+nothing behind (no warehouse created, no run recorded). The API key and the
+webhook secret are set in every row's environment, so a message that echoed
+them would fail here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pytest
+
+SECRET = "sk-live-USER-ERROR-SECRET-5b4a"
+HOOK_SECRET = "whsec_USER_ERROR_SECRET_77e1"
+NO_DB = "no/such/warehouse.duckdb"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A command line with a user error, and what its one line must say."""
+
+    args: tuple[str, ...]
+    says: str
+    env: dict[str, str] = field(default_factory=dict)
+    #: Environment variables removed for this row (e.g. the API key, to test its absence).
+    unset: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        given = [f"{k}={v}" for k, v in self.env.items()] + [f"-{k}" for k in self.unset]
+        return " ".join([*self.args, *given])[:90]
+
+
+BUSY = "{busy}"  # replaced by a port a socket of this module listens on
+CASES = [
+    Case(("config", "show"), "CONVO_SERVICE_TIMEOUT_SECONDS",
+         {"CONVO_SERVICE_TIMEOUT_SECONDS": "soon"}),
+    Case(("config", "path"), "gone.toml", {"CONVO_CONFIG": "gone.toml"}),
+    Case(("extract",), "CONVO_API_KEY", unset=("CONVO_API_KEY",)),
+    Case(("extract", "--base-url", "127.0.0.1:18787"), "has no scheme"),
+    Case(("extract", "--base-url", "ftp://example.com"), "http:// or https://"),
+    Case(("extract", "--streams", "conversations,bogus"), "bogus"),
+    Case(("extract", "--backfill-from", "yesterday"), "YYYY-MM-DD"),
+    Case(("extract", "--write-config", "x.toml"), "--check"),
+    Case(("extract", "--rate-limit", "fast"), "rate"),
+    Case(("transform", "--db", NO_DB), "does not exist"),
+    Case(("transform", "--tz", "Mars/Base"), "Mars/Base"),
+    Case(("export", "summary", "--from", "2026-01-01", "--to", "2026-01-02", "--db", NO_DB),
+         "does not exist"),
+    Case(("export", "summary", "--from", "01/02/2026", "--to", "2026-01-02"), "YYYY-MM-DD"),
+    Case(("export", "summary", "--from", "2026-01-01"), "--to"),
+    Case(("export", "guardrails", "--from", "2026-01-01", "--to", "2026-01-02", "--format",
+          "xml"), "jsonl, csv or parquet"),
+    Case(("export", "guardrails", "--from", "2026-01-01", "--to", "2026-01-02", "--db", NO_DB),
+         "does not exist"),
+    Case(("serve",), "CONVO_SERVE_TOKEN"),
+    Case(("serve", "--host", "0.0.0.0"), "--behind-tls-proxy", {"CONVO_SERVE_TOKEN": "t0k"}),
+    Case(("serve", "--port", BUSY), "cannot listen", {"CONVO_SERVE_TOKEN": "t0k"}),
+    Case(("publish", "--db", NO_DB), "does not exist"),
+    Case(("dashboard", "--port", BUSY), "cannot listen"),
+    Case(("dashboard", "--host", "0.0.0.0"), "--behind-tls-proxy"),
+    Case(("run",), "CONVO_API_KEY", unset=("CONVO_API_KEY",)),
+    Case(("run",), "no scheme", {"CONVO_RUN_ALERT_WEBHOOK_URL": "hooks.example.com/x"}),
+    Case(("run",), "Mars/Base", {"CONVO_TRANSFORM_TIMEZONES": "Mars/Base"}),
+    Case(("run",), "has no scheme", {"CONVO_BASE_URL": "api.example.com"}),
+    Case(("run", "--config", "convo.toml"), "convo.toml"),
+    Case(("sandbox", "serve", "--port", BUSY), "cannot listen"),
+    Case(("sandbox", "serve", "--workspace", "acme"), "NAME:KEY"),
+    Case(("sandbox", "serve", "--until", "tomorrow"), "ISO 8601"),
+    Case(("sandbox", "archive", "--out", "a.jsonl"), "CONVO_WEBHOOK_SECRET",
+         unset=("CONVO_WEBHOOK_SECRET",)),
+    Case(("webhooks", "serve"), "CONVO_WEBHOOK_SECRET", unset=("CONVO_WEBHOOK_SECRET",)),
+    Case(("webhooks", "serve", "--port", BUSY), "cannot listen"),
+    Case(("webhooks", "serve", "--host", "10.1.2.3"), "--behind-tls-proxy"),
+    Case(("webhooks", "ingest", "no/such/archive.jsonl"), "no such file"),
+    Case(("webhooks", "ingest", "."), "CONVO_WEBHOOK_SECRET", unset=("CONVO_WEBHOOK_SECRET",)),
+    Case(("webhooks", "quarantine", "list", "--db", NO_DB), "does not exist"),
+    Case(("webhooks", "quarantine", "purge", "--before", "yesterday"), "YYYY-MM-DD"),
+    Case(("webhooks", "quarantine", "replay", "--db", NO_DB), "CONVO_WEBHOOK_SECRET",
+         unset=("CONVO_WEBHOOK_SECRET",)),
+    Case(("auth", "login", "--workspace", "nope"), "no workspace named 'nope'"),
+    Case(("auth", "logout"), "--workspace"),
+    Case(("auth", "status"), "gone.toml", {"CONVO_CONFIG": "gone.toml"}),
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: int
+    stdout: str
+    stderr: str
+    left: list[str]
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outcome]]:
+    """Every row run at once (each in its own empty folder), with a port held busy."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+
+        def one(case: Case) -> tuple[str, Outcome]:
+            folder = tmp_path_factory.mktemp("user-error")
+            env = {k: v for k, v in os.environ.items() if not k.startswith("CONVO_")}
+            env.update({"CONVO_API_KEY": SECRET, "CONVO_WEBHOOK_SECRET": HOOK_SECRET,
+                        "COLUMNS": "80", **case.env})  # fmt: skip
+            for name in case.unset:
+                env.pop(name, None)
+            args = [a.replace(BUSY, port) for a in case.args]
+            done = subprocess.run(
+                [sys.executable, "-m", "convo_analytics.cli", *args],
+                cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            left = sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+            return case.id, Outcome(done.returncode, done.stdout, done.stderr, left)
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            yield dict(pool.map(one, CASES))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_a_user_error_is_one_line_and_exit_2(case: Case, outcomes: dict[str, Outcome]) -> None:
+    got = outcomes[case.id]
+    text = got.stdout + got.stderr
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert got.code == 2, text
+    assert len(lines) == 1 and got.stdout == "", text
+    assert "Traceback" not in text
+    assert re.fullmatch(r"error: .+ \(see 'convo( [a-z-]+)* --help'\)", lines[0]), lines[0]
+    assert case.says in lines[0], lines[0]
+    assert SECRET not in text and HOOK_SECRET not in text
+    assert got.left == [], f"{case.id} left {got.left} behind"
+
+
+def test_every_command_has_a_row() -> None:
+    """A new command gets its user errors walked here too."""
+    from test_cli_basics import COMMANDS, GROUPS
+
+    commands = {" ".join(p[1:]) for p in COMMANDS if p not in GROUPS}
+    covered = set()
+    for case in CASES:
+        words = [a for a in case.args if not a.startswith("-")]
+        covered |= {" ".join(words[:n]) for n in (1, 2, 3)}
+    assert commands <= covered, sorted(commands - covered)

@@ -1,0 +1,225 @@
+"""The dashboard's pure parts: views in URLs, drill-down from a click, table formats,
+notebook files, Explore's safety and chart choice (no Streamlit needed)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from convo_analytics.dashboard._explore import choose_chart, run_query
+from convo_analytics.dashboard._format import for_display, human_duration, label_of
+from convo_analytics.dashboard._notebooks import (
+    Cell,
+    Notebook,
+    list_notebooks,
+    load_notebook,
+    notebook_name,
+    parse_notebook,
+    render_notebook,
+    save_notebook,
+    schema,
+)
+from convo_analytics.dashboard._queries import Filters
+from convo_analytics.dashboard._views import (
+    Slice,
+    drill_from_selection,
+    filters_from_params,
+    filters_to_params,
+    slice_from_params,
+    slice_to_params,
+)
+
+DEFAULT = Filters(date(2026, 10, 20), date(2026, 11, 18))
+
+
+def test_filters_round_trip_through_the_query_string() -> None:
+    f = Filters(date(2026, 11, 1), date(2026, 11, 7), "Europe/Berlin", ("sms", "web"))
+    params = {k: v if isinstance(v, list) else [v] for k, v in filters_to_params(f).items()}
+    assert filters_from_params(params, DEFAULT) == f
+    assert params["channel"] == ["sms", "web"]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"from": ["yesterday"]}, {"to": ["2026-13-40"]}, {"tz": ["Mars/Base"]},
+     {"from": ["2026-11-10"], "to": ["2026-11-01"]}],
+)  # fmt: skip
+def test_a_bad_url_value_falls_back_to_the_default(params: dict[str, list[str]]) -> None:
+    got = filters_from_params(params, DEFAULT)
+    assert (got.first, got.last, got.tz) == (DEFAULT.first, DEFAULT.last, DEFAULT.tz)
+
+
+def test_a_slice_round_trips_and_bad_values_are_dropped() -> None:
+    s = Slice(day=date(2026, 11, 2), basis="incidents", flag="pii.email", statuses=("open",),
+              escalated=False, band=0.3, step="qualified", search="refund")  # fmt: skip
+    params = {k: v if isinstance(v, list) else [v] for k, v in slice_to_params(s).items()}
+    assert slice_from_params(params) == s
+    junk = slice_from_params({"band": ["7"], "step": ["nowhere"], "basis": ["x"],
+                              "status": ["open,bogus"], "escalated": ["maybe"]})  # fmt: skip
+    assert junk == Slice(statuses=("open",))
+    assert s.drilled and not Slice(statuses=("open",), search="x").drilled
+
+
+@pytest.mark.parametrize(
+    ("chart", "picked", "expected"),
+    [
+        ("breakdown", {"locale": "de-DE"}, Slice(locale="de-DE")),
+        ("breakdown", {"model_tier": "fast"}, Slice(tier="fast")),
+        ("daily", {"date": 1_762_992_000_000}, Slice(day=date(2025, 11, 13))),
+        ("funnel", {"step": "qualified"}, Slice(step="qualified")),
+        ("confidence", {"date": "2026-11-02", "band": 0.3},
+         Slice(day=date(2026, 11, 2), basis="responses", band=0.3)),
+        ("incidents", {"date": "2026-11-02T00:00:00", "flag": "pii.email"},
+         Slice(day=date(2026, 11, 2), basis="incidents", flag="pii.email")),
+        ("feedback", {"date": "2026-11-02"}, Slice(day=date(2026, 11, 2), basis="feedback")),
+    ],
+)  # fmt: skip
+def test_a_click_becomes_the_slice_behind_the_mark(
+    chart: str, picked: dict[str, object], expected: Slice
+) -> None:
+    drill = drill_from_selection(picked, chart)
+    assert drill is not None and drill.slice == expected and drill.channels is None
+
+
+def test_a_click_on_a_channel_sets_the_channel_filter() -> None:
+    drill = drill_from_selection({"channel": "sms"}, "breakdown")
+    assert drill is not None and drill.channels == ("sms",) and drill.slice == Slice()
+    assert drill_from_selection({}, "breakdown") is None
+
+
+def test_tables_get_human_labels_and_formats_and_keep_numbers_numbers() -> None:
+    frame = pl.DataFrame({
+        "escalated_conversations": [3, 1],
+        "resolution_rate": [0.7242, 0.5],
+        "resolution_seconds": [13037.907, None],
+        "first_response_ms": [812.0, 1500.0],
+        "started_at": [datetime(2026, 11, 2, 9, 30, 12, 345678, tzinfo=UTC), None],
+        "contact_fields": [["email", "phone"], None],
+        "intent": ["pricing", None],
+    })  # fmt: skip
+    shown = for_display(frame, "Europe/Berlin")
+    cols = shown.columns
+    assert cols["escalated_conversations"].label == "Escalated"
+    assert cols["resolution_rate"].format == "percent" and not cols["resolution_rate"].as_text
+    assert shown.frame["resolution_seconds"].to_list() == ["3.6 h", "–"]  # a gap: text
+    assert cols["first_response_ms"].format == "%,.1f s"  # no gap: a number, in seconds
+    assert shown.frame["first_response_ms"].to_list() == [0.812, 1.5]
+    assert shown.frame["started_at"].to_list() == ["2026-11-02 10:30", "–"]  # no microseconds
+    assert cols["started_at"].label == "Started (Europe/Berlin)"
+    assert shown.frame["contact_fields"].to_list() == ["email, phone", "–"]
+    assert shown.frame["intent"].to_list() == ["pricing", "–"]
+    assert label_of("guardrailTriggersPer1000Responses").startswith("Guardrail triggers")
+    assert label_of("median_time_to_first_reply") == "Median time to first reply"
+    assert human_duration(13037.907) == "3.6 h" and human_duration(0.5) == "500 ms"
+
+
+def test_a_notebook_file_reads_back_to_the_same_notebook(tmp_path: Path) -> None:
+    notebook = Notebook("Refunds", "How refunds go.", [
+        Cell("By channel", "SELECT channel, count(*) AS n FROM mart_conversations GROUP BY 1",
+             "bar"),
+        Cell("Per day", "SELECT started_at::DATE AS day, count(*) AS n\\nFROM x GROUP BY 1"),
+    ])  # fmt: skip
+    text = render_notebook(notebook)
+    assert "-- %% By channel\n-- chart: bar\nSELECT channel" in text
+    assert parse_notebook(text) == notebook
+    path = save_notebook(tmp_path, "refunds", notebook)
+    assert path == tmp_path / "refunds.sql" and load_notebook(tmp_path, "refunds") == notebook
+    assert "refunds" in list_notebooks(tmp_path)
+    with pytest.raises(ValueError, match="not a notebook name"):
+        save_notebook(tmp_path, "../escape", notebook)
+    assert notebook_name("../etc/passwd") is None and load_notebook(tmp_path, "../x") is None
+
+
+def test_the_starter_notebooks_ship_and_parse() -> None:
+    starters = list_notebooks(Path("/nonexistent"))
+    assert {"escalations_by_reason_and_channel", "guardrail_incidents_by_locale",
+            "lead_funnel_by_source"} <= set(starters)  # fmt: skip
+    for name in starters:
+        notebook = load_notebook(Path("/nonexistent"), name)
+        assert notebook is not None and notebook.cells and all(c.sql for c in notebook.cells)
+
+
+def test_a_saved_notebook_wins_over_a_starter_of_the_same_name(tmp_path: Path) -> None:
+    save_notebook(tmp_path, "lead_funnel_by_source", Notebook("Mine", "", [Cell("a", "SELECT 1")]))
+    assert list_notebooks(tmp_path)["lead_funnel_by_source"] == "Mine"
+
+
+@pytest.mark.parametrize(
+    ("frame", "wanted", "kind", "x", "y", "color"),
+    [
+        (pl.DataFrame({"day": [date(2026, 1, 1)], "n": [1]}), "auto", "line", "day", "n", None),
+        (pl.DataFrame({"channel": ["web"], "n": [1]}), "auto", "bar", "channel", "n", None),
+        (pl.DataFrame({"week": [date(2026, 1, 1)], "channel": ["web"], "rate": [0.5]}), "auto",
+         "line", "week", "rate", "channel"),
+        (pl.DataFrame({"a": [1.0], "b": [2.0]}), "auto", "point", "a", "b", None),
+        (pl.DataFrame({"channel": ["web"], "n": [1]}), "line", "line", "channel", "n", None),
+        (pl.DataFrame({"channel": ["web"], "n": [1]}), "none", "none", None, None, None),
+        (pl.DataFrame({"text": ["only text"]}), "auto", "none", None, None, None),
+    ],
+)  # fmt: skip
+def test_a_chart_is_chosen_from_the_result_types(
+    frame: pl.DataFrame, wanted: str, kind: str, x: str | None, y: str | None, color: str | None
+) -> None:
+    choice = choose_chart(frame, wanted)  # type: ignore[arg-type]
+    assert (choice.kind, choice.x, choice.y, choice.color) == (kind, x, y, color)
+
+
+@pytest.fixture(scope="module")
+def small_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("explore") / "snap.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE mart_conversations AS SELECT range AS n, 'web' AS channel "
+                "FROM range(50)")  # fmt: skip
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("sql", "says"),
+    [
+        ("SELECT * FROM read_csv('/etc/passwd')", "disabled by configuration"),
+        ("SELECT * FROM read_text('/etc/hostname')", "disabled by configuration"),
+        ("COPY mart_conversations TO '{dir}/out.csv'", "COPY statements are refused"),
+        ("ATTACH '{dir}/other.duckdb' AS other", "ATTACH statements are refused"),
+        ("INSTALL httpfs", "INSTALL statements are refused"),
+        ("LOAD httpfs", "LOAD statements are refused"),
+        ("SET enable_external_access = true", "SET statements are refused"),
+        ("CREATE TABLE x AS SELECT 1", "CREATE statements are refused"),
+        ("SELECT 1; SELECT 2", "one statement per cell"),
+        ("SELECT * FROM glob('/etc/*')", "disabled by configuration"),
+        ("SELECT nope FROM mart_conversations", "nope"),
+    ],
+)
+def test_explore_refuses_what_is_not_a_read_with_one_line(
+    small_snapshot: Path, sql: str, says: str
+) -> None:
+    folder = small_snapshot.parent
+    result = run_query(small_snapshot, sql.format(dir=folder))
+    assert result.frame is None and result.error is not None and says in result.error
+    assert "\n" not in result.error
+    assert sorted(p.name for p in folder.iterdir()) == ["snap.duckdb"]  # nothing written
+
+
+def test_explore_caps_rows_and_stops_a_long_query(small_snapshot: Path) -> None:
+    capped = run_query(small_snapshot, "SELECT * FROM mart_conversations", row_limit=10)
+    assert capped.frame is not None and capped.frame.height == 10 and capped.truncated
+    whole = run_query(small_snapshot, "SELECT * FROM mart_conversations ORDER BY n;")
+    assert whole.frame is not None and whole.frame.height == 50 and not whole.truncated
+    slow = run_query(small_snapshot, "SELECT count(*) FROM range(100000000000)", timeout=0.5)
+    assert slow.frame is None and slow.error is not None
+    assert slow.error.startswith("stopped after 0.5 s") and slow.seconds < 10
+
+
+def test_the_schema_is_described_from_the_warehouse_doc(tmp_path: Path) -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE mart_conversations (conversation_id VARCHAR, channel VARCHAR)")
+    tables = schema(con)
+    (mart,) = [t for t in tables if t.name == "mart_conversations"]
+    assert mart.description.startswith("One row per conversation")
+    assert ("channel", "VARCHAR", "the conversation's channel ('unknown' when not given)") in (
+        mart.columns
+    )
