@@ -17,9 +17,8 @@ import polars as pl
 
 from convo_analytics.transform._frames import read_frame
 from convo_analytics.transform._redact import redact_expr
+from convo_analytics.transform._slices import DIMENSIONS, slices_of, with_slice_keys
 
-#: Dimensions every fact and every daily cube is sliced by.
-DIMENSIONS = ("channel", "locale", "source", "intent")
 UNKNOWN = "unknown"
 POSITIVE_RATING = 4
 #: Escalations that hand a lead to sales: by destination, reason or owning team.
@@ -27,11 +26,48 @@ SALES_DESTINATIONS = ("crm", "sales")
 SALES_REASONS = ("sales_opportunity",)
 CONTACT_FLAGS = ("pii.email", "pii.phone")
 
-#: A small integer per conversation, the same in every query (ids are unique), so that
-#: ten million messages are joined and grouped on integers rather than on strings.
-_KEYS = "(SELECT id, row_number() OVER (ORDER BY id)::UINTEGER AS conv_key FROM conversations)"
 
-_CONVERSATIONS = f"""
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Which conversations' facts to read: a SQL condition on a conversation id column.
+
+    Facts are per conversation (everything a conversation's facts depend on
+    carries its id), so any set of conversations can be read and derived on
+    its own: all of them, one hash chunk of them (a full rebuild in bounded
+    memory), or the ids listed in a registered table (the changed ones).
+    A NULL conversation id (a guardrail event without one) counts as ''.
+    """
+
+    condition: str = "TRUE"
+
+    def on(self, column: str) -> str:
+        return self.condition.replace("{id}", f"coalesce({column}, '')")
+
+
+ALL = Scope()
+
+
+def hash_chunk(index: int, chunks: int) -> Scope:
+    """The conversations whose id hashes to ``index`` of ``chunks`` (DuckDB's hash: any
+    spread will do, the facts do not depend on it)."""
+    return Scope(f"hash({{id}}) % {chunks} = {index}")
+
+
+def listed_in(table: str) -> Scope:
+    """The conversations whose ids a table (or registered frame) of ``id`` lists."""
+    return Scope(f"{{id}} IN (SELECT id FROM {table})")
+
+
+#: A small integer per conversation, the same in every query of one read (ids are unique),
+#: so that ten million messages are joined and grouped on integers rather than on strings.
+_KEYS = (
+    "(SELECT id, row_number() OVER (ORDER BY id)::UINTEGER AS conv_key FROM conversations "
+    "WHERE {scope})"
+)
+
+#: The newest lead of each conversation (ties broken by the lead's id, so that every read
+#: picks the same one).
+_CONVERSATIONS = """
 SELECT k.conv_key, c.id AS conversation_id, c.workspace_id, c.external_user_id, c.channel, c.locale,
        c.source, c.intent AS conversation_intent, c.status, c.created_at AS started_at,
        c.ended_at, c.escalated, c.escalation_count, c.feedback_rating, c.feedback_at,
@@ -39,16 +75,16 @@ SELECT k.conv_key, c.id AS conversation_id, c.workspace_id, c.external_user_id, 
        l.id AS lead_id, l.score AS lead_score, l.intent AS lead_intent,
        l.created_at AS scored_at, l.qualified_at, l.updated_at AS lead_updated_at,
        (l.email IS NOT NULL OR l.phone IS NOT NULL) AS lead_has_contact
-FROM conversations c JOIN {_KEYS} k ON k.id = c.id
-LEFT JOIN (SELECT DISTINCT ON (conversation_id) * FROM leads
-           ORDER BY conversation_id, updated_at DESC) l ON l.conversation_id = c.id
+FROM conversations c JOIN {keys} k ON k.id = c.id
+LEFT JOIN (SELECT DISTINCT ON (conversation_id) * FROM leads WHERE {lead_scope}
+           ORDER BY conversation_id, updated_at DESC, id) l ON l.conversation_id = c.id
 """
 
 #: Only user and assistant messages count in any metric (agents and system notes do not).
-_MESSAGES = f"""
+_MESSAGES = """
 SELECT k.conv_key, m.position, m.role = 'user' AS is_user, m.role = 'assistant' AS is_assistant,
        m.created_at, m.latency_ms, m.model_tier, m.confidence
-FROM messages m JOIN {_KEYS} k ON k.id = m.conversation_id
+FROM messages m JOIN {keys} k ON k.id = m.conversation_id
 WHERE m.role IN ('user', 'assistant')
 """
 
@@ -62,12 +98,12 @@ _NEWER_THAN_DETAIL = """
 _ESCALATIONS = f"""
 SELECT id AS escalation_id, conversation_id, created_at AS escalated_at, reason_code,
        destination, owner, priority, origin, 'api' AS seen_in
-FROM conversation_escalations
+FROM conversation_escalations WHERE {{api_scope}}
 UNION ALL
 SELECT escalation_key, conversation_id, escalated_at, reason_code, destination, owner,
        priority, origin, 'webhook'
 FROM escalations e
-WHERE {
+WHERE {{event_scope}} AND {
     _NEWER_THAN_DETAIL.format(
         api="conversation_escalations", key="escalation_key", at="escalated_at"
     )
@@ -75,14 +111,14 @@ WHERE {
 """
 
 _INCIDENTS = f"""
-SELECT id AS incident_id, conversation_id, message_id, triggered_at, flag, rule, category,
-       severity, action, excerpt, 'api' AS seen_in
-FROM conversation_guardrail_events
+SELECT id AS incident_id, conversation_id, NULL::VARCHAR AS event_workspace_id, message_id,
+       triggered_at, flag, rule, category, severity, action, excerpt, 'api' AS seen_in
+FROM conversation_guardrail_events WHERE {{api_scope}}
 UNION ALL
-SELECT guardrail_event_id, conversation_id, message_id, triggered_at, flag, rule, category,
-       severity, action, excerpt, 'webhook'
+SELECT guardrail_event_id, conversation_id, workspace_id, message_id, triggered_at, flag, rule,
+       category, severity, action, excerpt, 'webhook'
 FROM guardrail_events e
-WHERE {
+WHERE {{event_scope}} AND {
     _NEWER_THAN_DETAIL.format(
         api="conversation_guardrail_events", key="guardrail_event_id", at="triggered_at"
     )
@@ -94,9 +130,9 @@ WHERE {
 class Facts:
     """Everything the marts are made of, read from the warehouse once.
 
-    Every fact carries the ``slice_key`` of its conversation's dimensions
-    (``slices`` maps a key to the values), so that the cube groups on one
-    integer; ``messages`` also carry the integer ``conv_key``.
+    Every fact carries the ``workspace_id`` and the ``slice_key`` of its
+    conversation's dimensions (``slices`` maps a key to the values), so that
+    the cube groups on them; ``messages`` also carry the integer ``conv_key``.
     """
 
     conversations: pl.DataFrame
@@ -106,31 +142,72 @@ class Facts:
     slices: pl.DataFrame
 
 
-def read_facts(con: duckdb.DuckDBPyConnection) -> Facts:
-    """Read the warehouse and derive the per-conversation, escalation and incident facts."""
-    escalations = read_frame(con, _ESCALATIONS)
-    incidents = read_frame(con, _INCIDENTS)
-    messages = read_frame(con, _MESSAGES)
+def read_facts(con: duckdb.DuckDBPyConnection, scope: Scope = ALL) -> Facts:
+    """Read the warehouse and derive the facts of the conversations in ``scope``.
+
+    The facts of a conversation depend only on rows carrying its id, so the
+    facts of a scope are exactly those rows of the facts of all conversations.
+    """
+    keys = _KEYS.format(scope=scope.on("id"))
+    escalations = read_frame(
+        con,
+        _ESCALATIONS.format(
+            api_scope=scope.on("conversation_id"), event_scope=scope.on("e.conversation_id")
+        ),
+    )
+    incidents = read_frame(
+        con,
+        _INCIDENTS.format(
+            api_scope=scope.on("conversation_id"), event_scope=scope.on("e.conversation_id")
+        ),
+    )
+    messages = read_frame(con, _MESSAGES.format(keys=keys))
     conversations = _conversation_facts(
-        read_frame(con, _CONVERSATIONS), messages, escalations, incidents
+        read_frame(
+            con,
+            _CONVERSATIONS.format(keys=keys, lead_scope=scope.on("conversation_id")),
+        ),
+        messages,
+        escalations,
+        incidents,
     )
-    dims = conversations.select("conversation_id", "external_user_id", *DIMENSIONS)
-    incidents = _incident_facts(incidents, escalations, dims)
-    slices = (
-        pl.concat([conversations.select(DIMENSIONS), incidents.select(DIMENSIONS)])
-        .unique()
-        .sort(DIMENSIONS)
-        .with_row_index("slice_key")
-        .with_columns(pl.col("slice_key").cast(pl.Int32))
+    dims = conversations.select(
+        "conversation_id",
+        "external_user_id",
+        "workspace_id",
+        *DIMENSIONS,
+        pl.lit(True).alias("_known"),
     )
-    conversations = conversations.join(slices, on=list(DIMENSIONS), how="left")
-    keys = conversations.select("conversation_id", "conv_key", "slice_key")
+    incidents = with_slice_keys(_incident_facts(incidents, escalations, dims))
+    conversations = with_slice_keys(conversations)
+    slices = pl.concat([slices_of(conversations), slices_of(incidents)]).unique().sort(DIMENSIONS)
+    keyed = conversations.select("conversation_id", "conv_key", "workspace_id", "slice_key")
     return Facts(
         conversations=conversations,
-        messages=messages.join(keys.drop("conversation_id"), on="conv_key", how="inner"),
-        escalations=escalations.join(keys.drop("conv_key"), on="conversation_id", how="inner"),
-        incidents=incidents.join(slices, on=list(DIMENSIONS), how="left"),
+        messages=messages.join(keyed.drop("conversation_id"), on="conv_key", how="inner"),
+        escalations=escalations.join(keyed.drop("conv_key"), on="conversation_id", how="inner"),
+        incidents=incidents,
         slices=slices,
+    )
+
+
+#: What a message adds to the daily marts; two transcripts with the same digest of these
+#: add the same figures.
+_DIGESTED = ("created_at", "is_user", "is_assistant", "model_tier", "confidence", "latency_ms")
+
+
+def footprints(facts: Facts) -> pl.DataFrame:
+    """Per conversation: its workspace and slice, the span of its counted messages and a
+    digest of them (an order-free 64-bit sum of per-message hashes)."""
+    spans = facts.messages.group_by("conv_key").agg(
+        pl.col("created_at").min().alias("first_message_at"),
+        pl.col("created_at").max().alias("last_message_at"),
+        pl.struct(_DIGESTED).hash(seed=18).sum().reinterpret(signed=True).alias("messages_digest"),
+    )
+    return (
+        facts.conversations.select("conv_key", "conversation_id", "workspace_id", "slice_key")
+        .join(spans, on="conv_key", how="left")
+        .drop("conv_key")
     )
 
 
@@ -152,14 +229,24 @@ def _first_exchange(messages: pl.DataFrame) -> pl.DataFrame:
         .group_by("conv_key")
         .agg(pl.col("created_at").get(pl.col("position").arg_min()).alias("first_response_at"))
     )
-    responses = assistant.group_by("conv_key").agg(
-        pl.len().alias("assistant_responses"),
-        # summed as integers of 10^-9: the same answer whatever order the rows come in
-        (
-            (pl.col("confidence").fill_null(0.0) * 1e9).round().cast(pl.Int64).sum()
-            / pl.len()
-            / 1e9
-        ).alias("avg_confidence"),
+    # summed as integers of 10^-9: the same answer whatever order the rows come in. Scaled
+    # by multiplying (see _ms_between), after the aggregation.
+    responses = (
+        assistant.group_by("conv_key")
+        .agg(
+            pl.len().alias("assistant_responses"),
+            (pl.col("confidence").fill_null(0.0) * 1e9)
+            .round()
+            .cast(pl.Int64)
+            .sum()
+            .alias("_confidence_nanos"),
+        )
+        .with_columns(
+            (pl.col("_confidence_nanos") / pl.col("assistant_responses") * 1e-9).alias(
+                "avg_confidence"
+            )
+        )
+        .drop("_confidence_nanos")
     )
     return (
         first_user.drop("_fu_pos")
@@ -169,7 +256,11 @@ def _first_exchange(messages: pl.DataFrame) -> pl.DataFrame:
 
 
 def _ms_between(later: str, earlier: str) -> pl.Expr:
-    return (pl.col(later) - pl.col(earlier)).dt.total_microseconds() / 1000.0
+    """Milliseconds between two times. Multiplied by 0.001 rather than divided by 1000:
+    polars divides a column of one row exactly but a longer one by multiplying with the
+    reciprocal, so a division would give a conversation's figure in the last bit differently
+    alone (an incremental run) than among others (a full one)."""
+    return (pl.col(later) - pl.col(earlier)).dt.total_microseconds() * 0.001
 
 
 def _conversation_facts(
@@ -228,7 +319,7 @@ def _conversation_facts(
         "first_response_at",
         _ms_between("first_response_at", "engaged_at").alias("first_response_ms"),
         pl.when(pl.col("status") == "resolved")
-        .then(_ms_between("ended_at", "started_at") / 1000.0)
+        .then(_ms_between("ended_at", "started_at") * 0.001)
         .alias("resolution_seconds"),
         escalated.alias("escalated"),
         pl.col("escalations").fill_null(0),
@@ -272,6 +363,10 @@ def _incident_facts(
             "incident_id",
             "triggered_at",
             "conversation_id",
+            pl.when(pl.col("_known"))
+            .then(pl.col("workspace_id"))
+            .otherwise(pl.col("event_workspace_id"))
+            .alias("workspace_id"),
             "external_user_id",
             "message_id",
             "flag",

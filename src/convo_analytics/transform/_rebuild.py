@@ -1,0 +1,361 @@
+"""Rebuilding the marts: all of them in bounded memory, or what changed.
+
+**Full** (:func:`rebuild_all`): the marts are dropped and created again (so
+their columns and types are the release's), the facts are derived one hash
+chunk of conversations at a time, and the daily marts are recomputed a month
+at a time; what is held in memory is one chunk or one month, however long
+the history.
+
+**Incremental** (:func:`rebuild_changed`): the changed conversations (again
+in chunks) have their previous facts read from the fact marts, their facts
+derived anew and swapped in; the cohort, escalation and guardrail marts move
+by the difference; the message marts move by the difference for
+conversations whose messages did not change but whose workspace or slice
+did, and are recomputed for the days whose messages changed (a conversation
+whose message digest differs: its old and its new span). The caller holds
+the transaction, so either every partition is rewritten or none is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+
+import duckdb
+import polars as pl
+
+from convo_analytics.transform._cube import Cube, build_cube
+from convo_analytics.transform._daily import (
+    DATED_SOURCES,
+    FAMILIES,
+    dated_facts,
+    difference,
+    insert_rows,
+    merge_difference,
+    recompute_partitions,
+    refresh_percentiles,
+)
+from convo_analytics.transform._facts import (
+    ALL,
+    Facts,
+    footprints,
+    hash_chunk,
+    listed_in,
+    read_facts,
+)
+from convo_analytics.transform._frames import read_frame, scalar
+from convo_analytics.transform._partitions import (
+    CHANGED,
+    PARTITION,
+    days_between,
+    every_day,
+    month_groups,
+    no_partitions,
+)
+from convo_analytics.transform._slices import DIMENSIONS, slices_of
+from convo_analytics.warehouse._marts import (
+    MART_CONVERSATION_FOOTPRINTS,
+    MART_CONVERSATIONS,
+    MART_ESCALATIONS,
+    MART_GUARDRAIL_INCIDENTS,
+    MART_SLICES,
+    REBUILT_MARTS,
+)
+
+#: Conversations whose facts are derived at once: about 1 GiB of polars frames with ten
+#: messages each, whatever the size of the warehouse.
+CHUNK_CONVERSATIONS = 400_000
+_CHUNK = "_transform_chunk"
+
+
+@dataclass(slots=True)
+class RebuildStats:
+    """What a rebuild did: facts recomputed, messages read, partitions rewritten and why."""
+
+    conversations: int = 0
+    messages: int = 0
+    partitions: pl.DataFrame = field(default_factory=no_partitions)
+
+    def touch(self, parts: pl.DataFrame) -> None:
+        if not parts.is_empty():
+            self.partitions = pl.concat([self.partitions, parts], how="vertical_relaxed")
+
+
+def _chunks(count: int) -> int:
+    return max(1, math.ceil(count / CHUNK_CONVERSATIONS))
+
+
+def _write_facts(con: duckdb.DuckDBPyConnection, facts: Facts) -> None:
+    insert_rows(con, MART_CONVERSATIONS, facts.conversations)
+    insert_rows(con, MART_CONVERSATION_FOOTPRINTS, footprints(facts))
+    insert_rows(con, MART_ESCALATIONS, facts.escalations)
+    insert_rows(con, MART_GUARDRAIL_INCIDENTS, facts.incidents)
+
+
+def refresh_slices(con: duckdb.DuckDBPyConnection) -> None:
+    """``mart_slices``: every combination of dimension values a fact has now."""
+    dims = ", ".join(DIMENSIONS)
+    seen = read_frame(
+        con,
+        f"SELECT DISTINCT {dims} FROM {MART_CONVERSATIONS.name} "
+        f"UNION SELECT DISTINCT {dims} FROM {MART_GUARDRAIL_INCIDENTS.name}",
+    )
+    slices = slices_of(seen)
+    if slices["slice_key"].n_unique() != slices.height:
+        raise RuntimeError(
+            "two slices hash to one slice_key; this has a chance of about 1 in 10^15 and "
+            "needs a wider key: please report it"
+        )
+    con.execute(f"DELETE FROM {MART_SLICES.name}")
+    insert_rows(con, MART_SLICES, slices)
+
+
+# -- full ------------------------------------------------------------------------------------
+
+
+def _history(con: duckdb.DuckDBPyConnection) -> tuple[list[str | None], date, date] | None:
+    """The workspaces of the facts and the UTC days their times span (None: no facts)."""
+    rows = con.execute(
+        f"""SELECT min(lo)::DATE, max(hi)::DATE FROM (
+            SELECT min(started_at) AS lo, max(started_at) AS hi FROM {MART_CONVERSATIONS.name}
+            UNION ALL SELECT min(first_message_at), max(last_message_at)
+                      FROM {MART_CONVERSATION_FOOTPRINTS.name}
+            UNION ALL SELECT min(escalated_at), max(escalated_at) FROM {MART_ESCALATIONS.name}
+            UNION ALL SELECT min(triggered_at), max(triggered_at)
+                      FROM {MART_GUARDRAIL_INCIDENTS.name})"""
+    ).fetchall()
+    if not rows or rows[0][0] is None:
+        return None
+    workspaces = [
+        r[0]
+        for r in con.execute(
+            f"SELECT DISTINCT workspace_id FROM {MART_CONVERSATION_FOOTPRINTS.name} "
+            f"UNION SELECT DISTINCT workspace_id FROM {MART_GUARDRAIL_INCIDENTS.name}"
+        ).fetchall()
+    ]
+    return workspaces, rows[0][0], rows[0][1]
+
+
+def rebuild_all(
+    con: duckdb.DuckDBPyConnection, zones: tuple[str, ...], threshold: float
+) -> RebuildStats:
+    """Every mart from scratch: facts a chunk of conversations at a time, daily marts and
+    percentiles a month at a time."""
+    stats = RebuildStats()
+    for table in REBUILT_MARTS:
+        con.execute(f"DROP TABLE IF EXISTS {table.name}")
+        con.execute(table.ddl())
+    count = int(scalar(con, "SELECT count(*) FROM conversations") or 0)
+    chunks = _chunks(count)
+    for index in range(chunks):
+        facts = read_facts(con, hash_chunk(index, chunks) if chunks > 1 else ALL)
+        _write_facts(con, facts)
+        stats.conversations += facts.conversations.height
+        stats.messages += facts.messages.height
+        del facts
+    refresh_slices(con)
+    history = _history(con)
+    if history is None:
+        return stats
+    workspaces, first, last = history
+    every = every_day(
+        workspaces, zones, first - timedelta(days=1), last + timedelta(days=1), "full"
+    )
+    recompute_partitions(con, dict.fromkeys(FAMILIES, every), zones, threshold, fresh=True)
+    for group in month_groups(every):
+        refresh_percentiles(con, group, group, group)
+    stats.touch(every)
+    return stats
+
+
+# -- incremental -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Dirty:
+    """Partitions whose percentile inputs changed, gathered over the chunks."""
+
+    latency: list[pl.DataFrame] = field(default_factory=list)
+    durations: list[pl.DataFrame] = field(default_factory=list)
+    presence: list[pl.DataFrame] = field(default_factory=list)
+    recompute: list[pl.DataFrame] = field(default_factory=list)
+
+
+def _previous(con: duckdb.DuckDBPyConnection) -> tuple[Facts, pl.DataFrame]:
+    """The chunk's facts as the marts hold them now (what they added), and their footprints."""
+    chunk = f"IN (SELECT id FROM {_CHUNK})"
+    where = {
+        family: f"coalesce({conv}, '') {chunk}" for family, (_, _, conv) in DATED_SOURCES.items()
+    }
+    where.pop("messages")  # gone when their transcript changed; digests say what changed
+    old = dated_facts(con, where)
+    feet = read_frame(
+        con,
+        f"SELECT * FROM {MART_CONVERSATION_FOOTPRINTS.name} WHERE conversation_id {chunk}",
+    )
+    return old, feet
+
+
+def _only(facts: Facts, *keep: str) -> Facts:
+    """The facts with every frame but ``keep`` emptied (so a cube of them adds only those)."""
+    frames = {
+        name: getattr(facts, name) if name in keep else getattr(facts, name).clear()
+        for name in ("conversations", "messages", "escalations", "incidents")
+    }
+    return Facts(**frames, slices=facts.slices)
+
+
+def _move(
+    con: duckdb.DuckDBPyConnection,
+    new: Cube,
+    old: Cube,
+    names: tuple[str, ...],
+    why: str,
+    stats: RebuildStats,
+) -> dict[str, pl.DataFrame]:
+    """Add the difference to each mart; the partitions each one moved."""
+    moved = {}
+    for name in names:
+        delta = difference(new, old, name)
+        merge_difference(con, name, delta)
+        parts = delta.select(PARTITION).unique().with_columns(why=pl.lit(why))
+        stats.touch(parts)
+        moved[name] = parts
+    return moved
+
+
+def _message_changes(
+    new: Facts, new_feet: pl.DataFrame, old_feet: pl.DataFrame, zones: tuple[str, ...]
+) -> tuple[pl.DataFrame, Facts, Facts]:
+    """The partitions to recompute (conversations whose messages changed: both spans), and
+    the messages of conversations that only moved (workspace or slice), with their new and
+    their old keys."""
+    both = new_feet.join(old_feet, on="conversation_id", how="full", suffix="_old", coalesce=True)
+    digest_same = pl.col("messages_digest").eq_missing(pl.col("messages_digest_old"))
+    changed = both.filter(~digest_same)
+    recompute = pl.concat(
+        [
+            days_between(changed, "first_message_at", "last_message_at", zones, "transcripts"),
+            days_between(
+                changed.select(
+                    pl.col("workspace_id_old").alias("workspace_id"),
+                    pl.col("first_message_at_old").alias("first_message_at"),
+                    pl.col("last_message_at_old").alias("last_message_at"),
+                ),
+                "first_message_at",
+                "last_message_at",
+                zones,
+                "transcripts",
+            ),
+        ],
+        how="vertical_relaxed",
+    ).unique()
+    moved = both.filter(
+        digest_same
+        & pl.col("messages_digest").is_not_null()
+        & (
+            pl.col("workspace_id").ne_missing(pl.col("workspace_id_old"))
+            | pl.col("slice_key").ne_missing(pl.col("slice_key_old"))
+        )
+    )
+    keys = new.conversations.join(moved, on="conversation_id", how="semi").select(
+        "conv_key",
+        pl.col("conversation_id"),
+    )
+    messages = new.messages.join(keys, on="conv_key", how="semi")
+    previous_keys = keys.join(
+        moved.select("conversation_id", "workspace_id_old", "slice_key_old"),
+        on="conversation_id",
+    )
+    old_messages = (
+        messages.drop("workspace_id", "slice_key")
+        .join(previous_keys.drop("conversation_id"), on="conv_key")
+        .rename({"workspace_id_old": "workspace_id", "slice_key_old": "slice_key"})
+    )
+    now = _only(new, "messages")
+    return (
+        recompute,
+        Facts(now.conversations, messages, now.escalations, now.incidents, now.slices),
+        Facts(now.conversations, old_messages, now.escalations, now.incidents, now.slices),
+    )
+
+
+def _changed_chunk(
+    con: duckdb.DuckDBPyConnection,
+    zones: tuple[str, ...],
+    threshold: float,
+    stats: RebuildStats,
+    dirty: _Dirty,
+) -> None:
+    """One chunk of changed conversations: facts swapped, differences added."""
+    old, old_feet = _previous(con)
+    new = read_facts(con, listed_in(_CHUNK))
+    new_feet = footprints(new)
+    chunk = f"(SELECT id FROM {_CHUNK})"
+    for table, column in (
+        (MART_CONVERSATIONS, "conversation_id"),
+        (MART_CONVERSATION_FOOTPRINTS, "conversation_id"),
+        (MART_ESCALATIONS, "conversation_id"),
+        (MART_GUARDRAIL_INCIDENTS, "coalesce(conversation_id, '')"),
+    ):
+        con.execute(f"DELETE FROM {table.name} WHERE {column} IN {chunk}")
+    _write_facts(con, new)
+    stats.conversations += new.conversations.height
+    stats.messages += new.messages.height
+    recompute, now, before = _message_changes(new, new_feet, old_feet, zones)
+    dirty.recompute.append(recompute)
+    stats.touch(recompute)
+    plain = _only(new, "conversations", "escalations", "incidents")
+    for tz in zones:
+        new_cube = build_cube(plain, tz, threshold)
+        old_cube = build_cube(old, tz, threshold)
+        moved = _move(con, new_cube, old_cube, FAMILIES["conversations"], "conversations", stats)
+        dirty.durations.append(moved["durations"])
+        dirty.presence.append(moved["conversations"])
+        _move(con, new_cube, old_cube, ("escalations",), "escalations", stats)
+        _move(con, new_cube, old_cube, ("guardrails",), "guardrails", stats)
+        if not now.messages.is_empty():
+            moved = _move(
+                con,
+                build_cube(now, tz, threshold),
+                build_cube(before, tz, threshold),
+                FAMILIES["messages"],
+                "moved",
+                stats,
+            )
+            dirty.latency.append(moved["latency"])
+            dirty.presence.append(moved["messages"])
+
+
+def rebuild_changed(
+    con: duckdb.DuckDBPyConnection, zones: tuple[str, ...], threshold: float, changed: int
+) -> RebuildStats:
+    """Rewrite what the changed conversations (``_transform_changed``) touch."""
+    stats = RebuildStats()
+    dirty = _Dirty()
+    chunks = _chunks(changed)
+    for index in range(chunks):
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {_CHUNK} AS SELECT id FROM {CHANGED} "
+            f"WHERE hash(id) % {chunks} = {index}"
+        )
+        _changed_chunk(con, zones, threshold, stats, dirty)
+    con.execute(f"DROP TABLE IF EXISTS {_CHUNK}")
+    recompute = _union(dirty.recompute)
+    recompute_partitions(con, {"messages": recompute}, zones, threshold, fresh=False)
+    refresh_percentiles(
+        con,
+        _union([*dirty.latency, recompute]),
+        _union(dirty.durations),
+        _union([*dirty.presence, recompute]),
+    )
+    refresh_slices(con)
+    return stats
+
+
+def _union(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    parts = [f.select(PARTITION) for f in frames if not f.is_empty()]
+    if not parts:
+        return no_partitions().select(PARTITION)
+    return pl.concat(parts, how="vertical_relaxed").unique()
