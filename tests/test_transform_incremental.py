@@ -7,21 +7,29 @@ mart's rows with exact floats and types.
 from __future__ import annotations
 
 import random
+import select
+import subprocess
+import sys
 import tempfile
+import time
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convo_analytics.transform import TransformConfig, _rebuild, run_transform
+from convo_analytics.transform import DEFINITION_VERSION, TransformConfig, _rebuild, run_transform
 from convo_analytics.warehouse import open_warehouse
 from incremental_support import (
     ZONES,
     World,
     assert_same_marts,
     ingest_events,
+    iso,
     load_conversations,
     load_leads,
     marts,
@@ -86,3 +94,187 @@ def test_random_loads_and_incremental_transforms_end_as_one_full_rebuild(
             assert_same_marts(incremental, marts(con))
         finally:
             con.close()
+
+
+def _runs(con) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
+    rows = con.execute(
+        "SELECT mode, full_reason, changed_conversations, partitions FROM transform_runs "
+        "WHERE status = 'ok' ORDER BY started_at"
+    ).fetchall()
+    return [
+        {"mode": m, "reason": r, "changed": c, "partitions": orjson.loads(p)} for m, r, c, p in rows
+    ]
+
+
+def _days(partitions: dict[str, object], why: str) -> dict[tuple[object, str], str]:
+    """(workspace, zone) -> day ranges of the partitions rewritten for that reason."""
+    groups = partitions["partitions"]
+    assert isinstance(groups, list)
+    return {(g["workspace_id"], g["timezone"]): g["days"] for g in groups if why in g["why"]}
+
+
+def test_each_change_rewrites_the_partitions_it_touches_and_says_why(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    world = World()
+    con = open_warehouse(db)
+    try:
+        first = world.new_conversations(random.Random(5))
+        load_conversations(con, first, world.run_id())
+        assert run_transform(con, CONFIG).mode == "full"
+        # nothing new: nothing rewritten
+        quiet = run_transform(con, CONFIG)
+        assert (quiet.mode, quiet.changed_conversations, quiet.partitions["count"]) == (
+            "incremental", 0, 0,
+        )  # fmt: skip
+        # a late rating: the cohort of its start day, in every zone; its messages stay
+        rated = next(c for c in first if c.messages)
+        rated.rating, rated.rated = 5, rated.updated + timedelta(days=3)
+        rated.updated = rated.rated
+        load_conversations(con, [rated], world.run_id())
+        result = run_transform(con, CONFIG)
+        assert result.changed_conversations == 1
+        cohort = _days(result.partitions, "conversations")
+        for tz in ZONES:
+            day = rated.created.astimezone(ZoneInfo(tz)).date().isoformat()
+            assert cohort[(rated.workspace, tz)] == day
+        assert not _days(result.partitions, "transcripts")
+        # a reply weeks later: every day from the start to the reply, for the messages
+        late = rated.updated + timedelta(days=20)
+        world._exchange(rated, random.Random(2), late)
+        load_conversations(con, [rated], world.run_id())
+        result = run_transform(con, CONFIG)
+        spans = _days(result.partitions, "transcripts")[(rated.workspace, "UTC")]
+        assert spans == f"{rated.created.date()}..{late.date()}"
+        # an escalation event for it, late by weeks: its own day's escalations
+        when = rated.created + timedelta(days=40)
+        event = {
+            "event": "escalation.created", "timestamp": iso(when), "workspaceId": "ws_a",
+            "conversationId": rated.id,
+            "data": {"escalationId": "late1", "reasonCode": "user_requested",
+                     "destination": "crm", "origin": "manual"},
+        }  # fmt: skip
+        con.close()
+        ingest_events(db, [event], "late")
+        con = open_warehouse(db)
+        result = run_transform(con, CONFIG)
+        assert _days(result.partitions, "escalations")[(rated.workspace, "UTC")] == str(when.date())
+        # another set of zones, another threshold, another definition version: everything
+        zones = run_transform(con, replace(CONFIG, timezones=("UTC",)))
+        assert (
+            zones.full_reason == "time zones changed (UTC, Pacific/Honolulu, Asia/Kolkata -> UTC)"
+        )
+        threshold = run_transform(
+            con, replace(CONFIG, timezones=("UTC",), low_confidence_threshold=0.7)
+        )
+        assert threshold.full_reason == "low-confidence threshold changed (0.5 -> 0.7)"
+        con.execute("UPDATE mart_state SET definition_version = definition_version - 1")
+        version = run_transform(
+            con, replace(CONFIG, timezones=("UTC",), low_confidence_threshold=0.7)
+        )
+        assert version.full_reason == (
+            f"definition version {DEFINITION_VERSION - 1} -> {DEFINITION_VERSION}"
+        )
+        recorded = _runs(con)
+    finally:
+        con.close()
+    assert [r["mode"] for r in recorded] == [
+        "full", "incremental", "incremental", "incremental", "incremental", "full", "full", "full",
+    ]  # fmt: skip
+    assert recorded[2]["changed"] == 1 and recorded[2]["partitions"]["count"] == len(ZONES)
+    assert recorded[-1]["reason"] == version.full_reason
+
+
+def test_a_full_rebuild_in_chunks_equals_one_in_one_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Facts a hash chunk at a time and daily marts a month at a time change nothing."""
+    db = tmp_path / "w.duckdb"
+    world = World()
+    con = open_warehouse(db)
+    try:
+        for seed in range(4):
+            load_conversations(con, world.new_conversations(random.Random(seed)), world.run_id())
+            load_conversations(con, world.change(random.Random(seed + 10)), world.run_id())
+        load_leads(con, world.lead_changes(random.Random(3)), world.run_id())
+        run_transform(con, replace(CONFIG, full=True))
+        whole = marts(con)
+        monkeypatch.setattr(_rebuild, "CHUNK_CONVERSATIONS", 2)
+        assert run_transform(con, replace(CONFIG, full=True)).changed_conversations == len(
+            world.conversations
+        )
+        assert_same_marts(marts(con), whole)
+    finally:
+        con.close()
+
+
+#: A transform that stops, inside its transaction, right after ``_rebuild.<hold>`` (the
+#: facts swapped, or the daily marts moved), until it is killed.
+_HOLDING_TRANSFORM = """
+import sys, time
+from pathlib import Path
+from convo_analytics.transform import TransformConfig, _rebuild, run_transform
+from convo_analytics.warehouse import open_warehouse
+
+db, hold, zones = sys.argv[1], sys.argv[2], tuple(sys.argv[3].split(","))
+original = getattr(_rebuild, hold)
+
+def holding(*args, **kwargs):
+    out = original(*args, **kwargs)
+    print("holding", flush=True)
+    time.sleep(120)
+    return out
+
+setattr(_rebuild, hold, holding)
+run_transform(open_warehouse(Path(db)), TransformConfig(timezones=zones, reconcile=False))
+"""
+
+
+def _wait_for_line(child: subprocess.Popen[str], text: str, seconds: float) -> None:
+    assert child.stdout is not None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([child.stdout], [], [], 0.5)
+        if ready:
+            line = child.stdout.readline()
+            if text in line:
+                return
+            if not line and child.poll() is not None:
+                break
+    raise AssertionError(f"the transform never said {text!r} (exit {child.poll()})")
+
+
+@pytest.mark.parametrize("hold", ["_write_facts", "refresh_percentiles"])
+def test_a_killed_incremental_transform_leaves_the_marts_whole_and_a_rerun_completes_them(
+    tmp_path: Path, hold: str
+) -> None:
+    db = tmp_path / "w.duckdb"
+    world = World()
+    con = open_warehouse(db)
+    load_conversations(con, world.new_conversations(random.Random(8)), world.run_id())
+    load_conversations(con, world.new_conversations(random.Random(9)), world.run_id())
+    run_transform(con, CONFIG)
+    before = marts(con)
+    load_conversations(con, world.change(random.Random(4)), world.run_id())
+    load_conversations(con, world.new_conversations(random.Random(6)), world.run_id())
+    load_leads(con, world.lead_changes(random.Random(7)), world.run_id())
+    con.close()
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HOLDING_TRANSFORM, str(db), hold, ",".join(ZONES)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for_line(child, "holding", 120)
+    finally:
+        child.kill()  # SIGKILL: no handler, no rollback of its own
+        child.wait(timeout=30)
+    con = open_warehouse(db)
+    try:
+        assert_same_marts(marts(con), before)
+        rerun = run_transform(con, CONFIG)
+        assert rerun.mode == "incremental" and rerun.changed_conversations > 0
+        completed = marts(con)
+        run_transform(con, replace(CONFIG, full=True))
+        assert_same_marts(completed, marts(con))
+    finally:
+        con.close()

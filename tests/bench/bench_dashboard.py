@@ -64,7 +64,7 @@ def child_render(db: str, published: str, repeats: str) -> None:
 
 def bench_dashboard(ctx: BenchContext, report: Report) -> None:
     """Seconds to render each page, first reader after a publish and warm."""
-    from bench_transform import build_warehouse
+    from transform_data import build_warehouse
 
     conversations = 100_000 if ctx.quick else 1_000_000
     folder = ROOT / "data" / "bench"

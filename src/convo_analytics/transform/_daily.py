@@ -160,35 +160,37 @@ def merge_difference(con: duckdb.DuckDBPyConnection, name: str, delta: pl.DataFr
 
 # -- recomputing partitions from a window of facts --------------------------------------------
 
+#: The footprints a family's facts join for their conversation's workspace and slice;
+#: ``{feet}`` narrows them, so that the join's hash table holds only those it can meet.
+_FEET = (
+    "(SELECT conversation_id, workspace_id, slice_key FROM mart_conversation_footprints "
+    "WHERE {feet}) f"
+)
 #: Where each family's facts come from, with the UTC time they are dated by and the
 #: conversation they belong to; ``{where}`` picks the rows.
 DATED_SOURCES: dict[str, tuple[str, str, str]] = {
     "conversations": (
-        """SELECT f.workspace_id, f.slice_key, c.started_at, c.engaged, c.status, c.escalated,
+        f"""SELECT f.workspace_id, f.slice_key, c.started_at, c.engaged, c.status, c.escalated,
                   c.contained, c.qualified_at, c.feedback_rating, c.positive_feedback,
                   c.first_response_ms, c.resolution_seconds
-           FROM mart_conversations c JOIN mart_conversation_footprints f USING (conversation_id)
-           WHERE {where}""",
+           FROM mart_conversations c JOIN {_FEET} USING (conversation_id)
+           WHERE {{where}}""",
         "c.started_at",
         "c.conversation_id",
     ),
-    # only conversations whose messages overlap the window join (a small hash table)
     "messages": (
-        """SELECT f.workspace_id, f.slice_key, m.role = 'user' AS is_user,
+        f"""SELECT f.workspace_id, f.slice_key, m.role = 'user' AS is_user,
                   m.role = 'assistant' AS is_assistant, m.created_at, m.latency_ms,
                   m.model_tier, m.confidence
-           FROM messages m JOIN (
-               SELECT conversation_id, workspace_id, slice_key FROM mart_conversation_footprints
-               WHERE {span}) f
-             ON f.conversation_id = m.conversation_id
-           WHERE m.role IN ('user', 'assistant') AND {where}""",
+           FROM messages m JOIN {_FEET} ON f.conversation_id = m.conversation_id
+           WHERE m.role IN ('user', 'assistant') AND {{where}}""",
         "m.created_at",
         "m.conversation_id",
     ),
     "escalations": (
-        """SELECT f.workspace_id, f.slice_key, e.escalated_at, e.destination
-           FROM mart_escalations e JOIN mart_conversation_footprints f USING (conversation_id)
-           WHERE {where}""",
+        f"""SELECT f.workspace_id, f.slice_key, e.escalated_at, e.destination
+           FROM mart_escalations e JOIN {_FEET} USING (conversation_id)
+           WHERE {{where}}""",
         "e.escalated_at",
         "e.conversation_id",
     ),
@@ -202,12 +204,17 @@ DATED_SOURCES: dict[str, tuple[str, str, str]] = {
 
 
 def dated_facts(
-    con: duckdb.DuckDBPyConnection, where: Mapping[str, str], span: str = "TRUE"
+    con: duckdb.DuckDBPyConnection,
+    where: Mapping[str, str],
+    feet: Mapping[str, str] | None = None,
 ) -> Facts:
     """The facts of the marts that ``where`` picks per family (a family left out: none);
-    ``span`` narrows the conversations whose messages are joined."""
+    ``feet`` narrows the footprints each family joins (all of them by default)."""
     frames = {
-        family: read_frame(con, sql.format(where=where.get(family, "FALSE"), span=span))
+        family: read_frame(
+            con,
+            sql.format(where=where.get(family, "FALSE"), feet=(feet or {}).get(family, "TRUE")),
+        )
         for family, (sql, _, _) in DATED_SOURCES.items()
     }
     return Facts(
@@ -222,14 +229,16 @@ def dated_facts(
 def _window_facts(
     con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime, families: set[str]
 ) -> Facts:
-    """The facts dated in ``lo``..``hi`` (UTC) that the families need."""
+    """The facts dated in ``lo``..``hi`` (UTC) that the families need; messages join only
+    the footprints of conversations whose messages overlap the window."""
     low, high = f"'{lo.isoformat()}'::TIMESTAMPTZ", f"'{hi.isoformat()}'::TIMESTAMPTZ"
     where = {
         family: f"{at} >= {low} AND {at} < {high}"
         for family, (_, at, _) in DATED_SOURCES.items()
         if family in families
     }
-    return dated_facts(con, where, f"first_message_at < {high} AND last_message_at >= {low}")
+    span = f"first_message_at < {high} AND last_message_at >= {low}"
+    return dated_facts(con, where, {"messages": span})
 
 
 def _utc_window(days: pl.Series) -> tuple[datetime, datetime]:
@@ -247,11 +256,12 @@ def recompute_partitions(
     threshold: float,
     *,
     fresh: bool,
-) -> int:
+) -> None:
     """Recompute the wanted partitions of each family from the facts, a month at a time.
 
-    ``wanted`` maps a family to its partitions; ``fresh`` says the marts hold no rows of
-    them yet (a full rebuild), so nothing needs deleting. Returns the rows written.
+    ``wanted`` maps a family to its partitions. ``fresh`` is a full rebuild's: the marts
+    hold nothing yet, so nothing is deleted, and every family is recomputed, so each
+    partition's percentile row is made here too, from the histograms in memory.
     """
     tagged = [
         parts.select(PARTITION).unique().with_columns(family=pl.lit(family))
@@ -259,28 +269,30 @@ def recompute_partitions(
         if not parts.is_empty()
     ]
     if not tagged:
-        return 0
-    written = 0
+        return
     for group in month_groups(pl.concat(tagged, how="vertical_relaxed")):
-        families = set(group["family"].unique().to_list())
+        families = sorted(set(group["family"].unique().to_list()))
         lo, hi = _utc_window(group["date"])
-        facts = _window_facts(con, lo, hi, families)
-        for family in sorted(families):
-            parts = group.filter(pl.col("family") == family).drop("family")
-            tables = [DAILY_MARTS[name] for name in FAMILIES[family]]
-            if not fresh:
-                delete_partitions(con, tables, parts)
-            for tz in zones:
-                zone_parts = parts.filter(pl.col("timezone") == tz)
-                if zone_parts.is_empty():
-                    continue
-                cube = build_cube(facts, tz, threshold)
-                for name, table in zip(FAMILIES[family], tables, strict=True):
-                    rows = mart_frame(cube, name).join(
-                        zone_parts, on=list(PARTITION), how="semi", nulls_equal=True
+        facts = _window_facts(con, lo, hi, set(families))
+        if not fresh:
+            for family in families:
+                parts = group.filter(pl.col("family") == family)
+                delete_partitions(con, [DAILY_MARTS[n] for n in FAMILIES[family]], parts)
+        for tz in zones:
+            in_zone = group.filter(pl.col("timezone") == tz)
+            if in_zone.is_empty():
+                continue
+            cube = build_cube(facts, tz, threshold)
+            rows: dict[str, pl.DataFrame] = {}
+            for family in families:
+                parts = in_zone.filter(pl.col("family") == family).select(PARTITION)
+                for name in FAMILIES[family]:
+                    rows[name] = mart_frame(cube, name).join(
+                        parts, on=list(PARTITION), how="semi", nulls_equal=True
                     )
-                    written += insert_rows(con, table, rows)
-    return written
+                    insert_rows(con, DAILY_MARTS[name], rows[name])
+            if fresh:
+                insert_rows(con, MART_DAILY_PERCENTILES, _percentiles_in_memory(rows))
 
 
 # -- per-day percentiles ---------------------------------------------------------------------
@@ -288,15 +300,29 @@ def recompute_partitions(
 _PERCENTILE_COLUMNS = {name: snake_case(name) for name in (*LATENCY_QUANTILES, *MEDIANS)}
 
 
-def _histogram(
-    con: duckdb.DuckDBPyConnection, table: Table, value: str, weight: str, where: str = ""
-) -> pl.DataFrame:
-    """A mart's histogram per partition (slices and tiers summed), for ``_need``'s."""
+def _histogram(con: duckdb.DuckDBPyConnection, name: str, where: str = "") -> pl.DataFrame:
+    """A histogram mart's counts per partition and value (slices and tiers summed), for the
+    partitions registered as ``_need``."""
+    value, weight = _HISTOGRAMS[name]
+    keys = "t.measure, " if name == "durations" else ""
     return read_frame(
         con,
-        f"SELECT t.workspace_id, t.timezone, t.date, {value} AS value, "
-        f"sum({weight})::BIGINT AS n FROM {table.name} t "
+        f"SELECT t.workspace_id, t.timezone, t.date, {keys}t.{value} AS value, "
+        f"sum(t.{weight})::BIGINT AS n FROM {DAILY_MARTS[name].name} t "
         f"SEMI JOIN _need p ON {_partition_match('t', 'p')} {where} GROUP BY ALL",
+    )
+
+
+#: The histogram marts: the value and the count of each row.
+_HISTOGRAMS = {"latency": ("latency_ms", "responses"), "durations": ("value", "conversations")}
+
+
+def _histogram_of(rows: pl.DataFrame, name: str) -> pl.DataFrame:
+    """The same histogram from a histogram mart's rows in memory."""
+    value, weight = _HISTOGRAMS[name]
+    keys = [*PARTITION, *(("measure",) if name == "durations" else ())]
+    return rows.group_by(*keys, pl.col(value).alias("value")).agg(
+        pl.col(weight).sum().cast(pl.Int64).alias("n")
     )
 
 
@@ -313,33 +339,43 @@ def _quantiles(hist: pl.DataFrame, quantiles: dict[str, float]) -> pl.DataFrame:
     return pl.concat(out, how="vertical_relaxed").select(*PARTITION, *quantiles)
 
 
-def _computed(con: duckdb.DuckDBPyConnection, need: pl.DataFrame, which: str) -> pl.DataFrame:
-    """Latency percentiles or duration medians of the ``need`` partitions (None without data)."""
-    con.register("_need", need.select(PARTITION).to_arrow())
-    try:
-        if which == "latency":
-            hist = _histogram(con, DAILY_MARTS["latency"], "latency_ms", "responses")
-            parts = [_quantiles(hist, LATENCY_QUANTILES)]
-        else:
-            parts = [
-                _quantiles(
-                    _histogram(
-                        con,
-                        DAILY_MARTS["durations"],
-                        "value",
-                        "conversations",
-                        f"WHERE t.measure = '{measure}'",
-                    ),
-                    {name: 0.5},
-                )
-                for name, measure in MEDIANS.items()
-            ]
-    finally:
-        con.unregister("_need")
-    out = need.select(PARTITION)
+def _percentile_columns(partitions: pl.DataFrame, hist: pl.DataFrame, which: str) -> pl.DataFrame:
+    """``partitions`` with the latency percentiles or the duration medians of ``hist`` (a
+    histogram of ``which``), None where a partition has no values."""
+    if which == "latency":
+        parts = [_quantiles(hist, LATENCY_QUANTILES)]
+    else:
+        parts = [
+            _quantiles(hist.filter(pl.col("measure") == measure), {name: 0.5})
+            for name, measure in MEDIANS.items()
+        ]
+    out = partitions.select(PARTITION)
     for part in parts:
         out = out.join(part, on=list(PARTITION), how="left", nulls_equal=True)
-    return out
+    return out.rename(_PERCENTILE_COLUMNS, strict=False)
+
+
+def _percentiles_in_memory(rows: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """The percentile rows of freshly recomputed partitions (every family in ``rows``)."""
+    present = pl.concat(
+        [rows[n].select(PARTITION) for n in ("conversations", "messages")],
+        how="vertical_relaxed",
+    ).unique()
+    out = _percentile_columns(present, _histogram_of(rows["latency"], "latency"), "latency")
+    durations = _percentile_columns(
+        present, _histogram_of(rows["durations"], "durations"), "durations"
+    )
+    return out.join(durations, on=list(PARTITION), how="left", nulls_equal=True)
+
+
+def _computed(con: duckdb.DuckDBPyConnection, need: pl.DataFrame, which: str) -> pl.DataFrame:
+    """Latency percentiles or duration medians of the ``need`` partitions, from the marts."""
+    con.register("_need", need.select(PARTITION).to_arrow())
+    try:
+        hist = _histogram(con, which)
+    finally:
+        con.unregister("_need")
+    return _percentile_columns(need, hist, which)
 
 
 def refresh_percentiles(
@@ -393,7 +429,7 @@ def refresh_percentiles(
             continue
         fresh = (
             _computed(con, need, which)
-            .rename({name: f"_new_{name}" for name in names})
+            .rename({_PERCENTILE_COLUMNS[name]: f"_new_{name}" for name in names})
             .with_columns(_fresh=pl.lit(True))
         )
         rows = (

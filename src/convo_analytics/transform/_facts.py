@@ -81,9 +81,11 @@ LEFT JOIN (SELECT DISTINCT ON (conversation_id) * FROM leads WHERE {lead_scope}
 """
 
 #: Only user and assistant messages count in any metric (agents and system notes do not).
+#: ``_digest`` hashes what a message adds to the daily marts (see :func:`footprints`).
 _MESSAGES = """
 SELECT k.conv_key, m.position, m.role = 'user' AS is_user, m.role = 'assistant' AS is_assistant,
-       m.created_at, m.latency_ms, m.model_tier, m.confidence
+       m.created_at, m.latency_ms, m.model_tier, m.confidence,
+       hash(m.created_at, m.role, m.model_tier, m.confidence, m.latency_ms) AS _digest
 FROM messages m JOIN {keys} k ON k.id = m.conversation_id
 WHERE m.role IN ('user', 'assistant')
 """
@@ -191,18 +193,16 @@ def read_facts(con: duckdb.DuckDBPyConnection, scope: Scope = ALL) -> Facts:
     )
 
 
-#: What a message adds to the daily marts; two transcripts with the same digest of these
-#: add the same figures.
-_DIGESTED = ("created_at", "is_user", "is_assistant", "model_tier", "confidence", "latency_ms")
-
-
 def footprints(facts: Facts) -> pl.DataFrame:
     """Per conversation: its workspace and slice, the span of its counted messages and a
-    digest of them (an order-free 64-bit sum of per-message hashes)."""
+    digest of them: the 64-bit sum (wrapping, so order-free) of DuckDB's hash of each
+    message's time, role, tier, confidence and latency. Equal digests mean the same
+    messages for every practical purpose (a collision is a 1 in 2^64 chance); a DuckDB
+    whose hash differs only makes changed conversations look changed."""
     spans = facts.messages.group_by("conv_key").agg(
         pl.col("created_at").min().alias("first_message_at"),
         pl.col("created_at").max().alias("last_message_at"),
-        pl.struct(_DIGESTED).hash(seed=18).sum().reinterpret(signed=True).alias("messages_digest"),
+        pl.col("_digest").sum().reinterpret(signed=True).alias("messages_digest"),
     )
     return (
         facts.conversations.select("conv_key", "conversation_id", "workspace_id", "slice_key")
