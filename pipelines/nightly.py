@@ -69,7 +69,8 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
 
 
 def transform(ctx: RunContext) -> dict[str, Any]:
-    """Rebuild the marts in one transaction and reconcile with the service's summary."""
+    """Bring the marts up to date (the partitions the night's loads touch) in one
+    transaction, and reconcile with the service's summary."""
     from convo_analytics.transform import TransformConfig, run_transform
     from convo_analytics.warehouse import open_warehouse
 
@@ -85,6 +86,9 @@ def transform(ctx: RunContext) -> dict[str, Any]:
     finally:
         con.close()
     return {
+        "mode": result.mode,
+        "changed_conversations": result.changed_conversations,
+        "partitions": result.partitions["count"],
         "conversations": result.conversations,
         "incidents": result.incidents,
         "mismatches": len(result.mismatches),

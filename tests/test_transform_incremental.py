@@ -22,9 +22,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convo_analytics.transform import DEFINITION_VERSION, TransformConfig, _rebuild, run_transform
+from convo_analytics.transform import (
+    DEFINITION_VERSION,
+    TransformConfig,
+    _rebuild,
+    metrics_table,
+    run_transform,
+)
+from convo_analytics.transform._published import read_marts_cube
 from convo_analytics.warehouse import open_warehouse
 from incremental_support import (
+    BASE,
     ZONES,
     World,
     assert_same_marts,
@@ -34,6 +42,7 @@ from incremental_support import (
     load_leads,
     marts,
 )
+from transform_support import assert_same
 
 CONFIG = TransformConfig(timezones=ZONES, reconcile=False)
 OPERATIONS = ("new", "change", "leads", "events", "refetch", "transform")
@@ -276,5 +285,32 @@ def test_a_killed_incremental_transform_leaves_the_marts_whole_and_a_rerun_compl
         completed = marts(con)
         run_transform(con, replace(CONFIG, full=True))
         assert_same_marts(completed, marts(con))
+    finally:
+        con.close()
+
+
+def test_summary_figures_are_the_same_with_several_workspaces(tmp_path: Path) -> None:
+    """Per-day percentile rows are a workspace's; with several workspaces in a range the
+    summary computes the day's percentiles from the histograms instead: same figures as
+    the cube by slice, and as one workspace's rows when there is one."""
+    db = tmp_path / "w.duckdb"
+    world = World()
+    con = open_warehouse(db)
+    try:
+        for seed in range(3):
+            load_conversations(con, world.new_conversations(random.Random(seed)), world.run_id())
+        run_transform(con, CONFIG)
+        workspaces = con.execute(
+            "SELECT count(DISTINCT coalesce(workspace_id, '')) FROM mart_daily_percentiles"
+        ).fetchall()[0][0]
+        assert workspaces > 1
+        first, last = BASE.date(), (BASE + timedelta(days=9)).date()
+        for tz in ZONES:
+            summed = read_marts_cube(con, tz, 0.5, first=first, last=last, by_dimension=False)
+            sliced = read_marts_cube(con, tz, 0.5, first=first, last=last)
+            assert_same(
+                metrics_table(summed, first, last).to_dicts(),
+                metrics_table(sliced, first, last).to_dicts(),
+            )
     finally:
         con.close()

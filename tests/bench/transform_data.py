@@ -170,21 +170,25 @@ def _rewrite(
     return int(rows[0][0])
 
 
-def apply_night(path: Path, n: int, kind: str, run: str) -> int:
-    """Change 1 % of the ``n`` conversations as one night's loads would; returns how many."""
+def apply_night(path: Path, n: int, kind: str, night: int) -> int:
+    """Change 1 % of the ``n`` conversations as night number ``night`` (1, 2, ...) would
+    load it; returns how many changed."""
+    run = f"20261122T{night:02d}0000Z-night"
     con = duckdb.connect(str(path))
     con.execute("SET TimeZone = 'UTC'")
     try:
         con.execute("BEGIN TRANSACTION")
         grown = "status = 'resolved', ended_at = created_at + INTERVAL 2 HOUR"
         if kind == "recent":
-            new = _ids(n, n + n * 3 // 1000)
+            first = n + (night - 1) * (n * 3 // 1000)
+            new = _ids(first, first + n * 3 // 1000)
             _conversations(con, new, n, run)
             _messages(con, new, n, MESSAGES_PER_CONVERSATION, run)
             _children(con, new, n, run)
             changed = n * 3 // 1000
-            changed += _rewrite(con, _ids(n - n * 5 // 1000, n), n, 12, run, grown)
-            late = _ids(0, n, "i % 500 = 7")
+            newest = _ids(first - n * 5 // 1000, first)
+            changed += _rewrite(con, newest, n, 12, run, grown)
+            late = _ids(0, n, f"i % 500 = {(7 * night) % 500}")
             changed += _rewrite(con, late, n, MESSAGES_PER_CONVERSATION, run, "feedback_rating = 5")
             con.execute(
                 f"""UPDATE leads SET qualified_at = updated_at + INTERVAL 1 DAY,
@@ -192,7 +196,7 @@ def apply_night(path: Path, n: int, kind: str, run: str) -> int:
                     WHERE conversation_id IN (SELECT id FROM night)"""
             )
         elif kind == "spread":
-            changed = _rewrite(con, _ids(0, n, "i % 100 = 3"), n, 12, run, grown)
+            changed = _rewrite(con, _ids(0, n, f"i % 100 = {(3 * night) % 100}"), n, 12, run, grown)
         else:
             raise ValueError(f"unknown night {kind!r}")
         con.execute("COMMIT")

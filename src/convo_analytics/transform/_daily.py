@@ -24,6 +24,7 @@ import polars as pl
 from convo_analytics.transform._cube import CELL, Cube, build_cube
 from convo_analytics.transform._facts import Facts
 from convo_analytics.transform._frames import read_frame
+from convo_analytics.transform._mart_set import LIVE, STAGING, MartSet
 from convo_analytics.transform._metrics import LATENCY_QUANTILES, MEDIANS, weighted_quantiles
 from convo_analytics.transform._partitions import PARTITION, month_groups
 from convo_analytics.transform._slices import DIMENSIONS, with_slice_keys
@@ -57,6 +58,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "guardrails": ("guardrails",),
 }
 _CONSTANT = "low_confidence_threshold"
+#: A full rebuild commits the staging marts after about this many rows: DuckDB holds a
+#: transaction's new rows in memory (some 50 bytes each) until it commits.
+COMMIT_ROWS = 4_000_000
 
 
 def mart_frame(cube: Cube, name: str) -> pl.DataFrame:
@@ -162,10 +166,7 @@ def merge_difference(con: duckdb.DuckDBPyConnection, name: str, delta: pl.DataFr
 
 #: The footprints a family's facts join for their conversation's workspace and slice;
 #: ``{feet}`` narrows them, so that the join's hash table holds only those it can meet.
-_FEET = (
-    "(SELECT conversation_id, workspace_id, slice_key FROM mart_conversation_footprints "
-    "WHERE {feet}) f"
-)
+_FEET = "(SELECT conversation_id, workspace_id, slice_key FROM {footprints} WHERE {feet}) f"
 #: Where each family's facts come from, with the UTC time they are dated by and the
 #: conversation they belong to; ``{where}`` picks the rows.
 DATED_SOURCES: dict[str, tuple[str, str, str]] = {
@@ -173,7 +174,7 @@ DATED_SOURCES: dict[str, tuple[str, str, str]] = {
         f"""SELECT f.workspace_id, f.slice_key, c.started_at, c.engaged, c.status, c.escalated,
                   c.contained, c.qualified_at, c.feedback_rating, c.positive_feedback,
                   c.first_response_ms, c.resolution_seconds
-           FROM mart_conversations c JOIN {_FEET} USING (conversation_id)
+           FROM {{conversations}} c JOIN {_FEET} USING (conversation_id)
            WHERE {{where}}""",
         "c.started_at",
         "c.conversation_id",
@@ -189,14 +190,14 @@ DATED_SOURCES: dict[str, tuple[str, str, str]] = {
     ),
     "escalations": (
         f"""SELECT f.workspace_id, f.slice_key, e.escalated_at, e.destination
-           FROM mart_escalations e JOIN {_FEET} USING (conversation_id)
+           FROM {{escalations}} e JOIN {_FEET} USING (conversation_id)
            WHERE {{where}}""",
         "e.escalated_at",
         "e.conversation_id",
     ),
     "guardrails": (
         f"""SELECT g.workspace_id, g.triggered_at, g.flag, {", ".join(DIMENSIONS)}
-            FROM mart_guardrail_incidents g WHERE {{where}}""",
+            FROM {{incidents}} g WHERE {{where}}""",
         "g.triggered_at",
         "g.conversation_id",
     ),
@@ -207,13 +208,22 @@ def dated_facts(
     con: duckdb.DuckDBPyConnection,
     where: Mapping[str, str],
     feet: Mapping[str, str] | None = None,
+    marts: MartSet = LIVE,
 ) -> Facts:
     """The facts of the marts that ``where`` picks per family (a family left out: none);
     ``feet`` narrows the footprints each family joins (all of them by default)."""
+    names = {
+        "conversations": marts.conversations.name,
+        "footprints": marts.footprints.name,
+        "escalations": marts.escalations.name,
+        "incidents": marts.incidents.name,
+    }
     frames = {
         family: read_frame(
             con,
-            sql.format(where=where.get(family, "FALSE"), feet=(feet or {}).get(family, "TRUE")),
+            sql.format(
+                where=where.get(family, "FALSE"), feet=(feet or {}).get(family, "TRUE"), **names
+            ),
         )
         for family, (sql, _, _) in DATED_SOURCES.items()
     }
@@ -227,7 +237,11 @@ def dated_facts(
 
 
 def _window_facts(
-    con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime, families: set[str]
+    con: duckdb.DuckDBPyConnection,
+    lo: datetime,
+    hi: datetime,
+    families: set[str],
+    marts: MartSet,
 ) -> Facts:
     """The facts dated in ``lo``..``hi`` (UTC) that the families need; messages join only
     the footprints of conversations whose messages overlap the window."""
@@ -238,7 +252,7 @@ def _window_facts(
         if family in families
     }
     span = f"first_message_at < {high} AND last_message_at >= {low}"
-    return dated_facts(con, where, {"messages": span})
+    return dated_facts(con, where, {"messages": span}, marts)
 
 
 def _utc_window(days: pl.Series) -> tuple[datetime, datetime]:
@@ -255,14 +269,17 @@ def recompute_partitions(
     zones: tuple[str, ...],
     threshold: float,
     *,
-    fresh: bool,
+    staged: bool = False,
 ) -> None:
     """Recompute the wanted partitions of each family from the facts, a month at a time.
 
-    ``wanted`` maps a family to its partitions. ``fresh`` is a full rebuild's: the marts
-    hold nothing yet, so nothing is deleted, and every family is recomputed, so each
-    partition's percentile row is made here too, from the histograms in memory.
+    ``wanted`` maps a family to its partitions. ``staged`` is a full rebuild's: it reads
+    and fills the staging marts, which hold nothing of those partitions yet (so nothing
+    is deleted), recomputes every family, so each partition's percentile row is made
+    here too from the histograms in memory, and commits every few million rows.
     """
+    marts = STAGING if staged else LIVE
+    pending = 0
     tagged = [
         parts.select(PARTITION).unique().with_columns(family=pl.lit(family))
         for family, parts in wanted.items()
@@ -273,11 +290,11 @@ def recompute_partitions(
     for group in month_groups(pl.concat(tagged, how="vertical_relaxed")):
         families = sorted(set(group["family"].unique().to_list()))
         lo, hi = _utc_window(group["date"])
-        facts = _window_facts(con, lo, hi, set(families))
-        if not fresh:
+        facts = _window_facts(con, lo, hi, set(families), marts)
+        if not staged:
             for family in families:
                 parts = group.filter(pl.col("family") == family)
-                delete_partitions(con, [DAILY_MARTS[n] for n in FAMILIES[family]], parts)
+                delete_partitions(con, [marts.daily[n] for n in FAMILIES[family]], parts)
         for tz in zones:
             in_zone = group.filter(pl.col("timezone") == tz)
             if in_zone.is_empty():
@@ -290,9 +307,13 @@ def recompute_partitions(
                     rows[name] = mart_frame(cube, name).join(
                         parts, on=list(PARTITION), how="semi", nulls_equal=True
                     )
-                    insert_rows(con, DAILY_MARTS[name], rows[name])
-            if fresh:
-                insert_rows(con, MART_DAILY_PERCENTILES, _percentiles_in_memory(rows))
+                    pending += insert_rows(con, marts.daily[name], rows[name])
+            if staged:
+                pending += insert_rows(con, marts.percentiles, _percentiles_in_memory(rows))
+        if staged and pending >= COMMIT_ROWS:
+            con.execute("COMMIT")
+            con.execute("BEGIN TRANSACTION")
+            pending = 0
 
 
 # -- per-day percentiles ---------------------------------------------------------------------

@@ -39,6 +39,9 @@ class Scope:
     """
 
     condition: str = "TRUE"
+    #: A condition on the messages (``m``) that all messages of the scope's conversations
+    #: meet, so that DuckDB skips the rest by its zone maps (e.g. the runs that wrote them).
+    messages: str = "TRUE"
 
     def on(self, column: str) -> str:
         return self.condition.replace("{id}", f"coalesce({column}, '')")
@@ -53,29 +56,34 @@ def hash_chunk(index: int, chunks: int) -> Scope:
     return Scope(f"hash({{id}}) % {chunks} = {index}")
 
 
-def listed_in(table: str) -> Scope:
+def listed_in(table: str, messages: str = "TRUE") -> Scope:
     """The conversations whose ids a table (or registered frame) of ``id`` lists."""
-    return Scope(f"{{id}} IN (SELECT id FROM {table})")
+    return Scope(f"{{id}} IN (SELECT id FROM {table})", messages)
 
 
-#: A small integer per conversation, the same in every query of one read (ids are unique),
-#: so that ten million messages are joined and grouped on integers rather than on strings.
-_KEYS = (
-    "(SELECT id, row_number() OVER (ORDER BY id)::UINTEGER AS conv_key FROM conversations "
-    "WHERE {scope})"
-)
+#: The scope's conversations, read once per read into a temporary table, each with a
+#: small integer key (ids are unique) so that ten million messages are joined and
+#: grouped on integers rather than on strings.
+_SCOPED = "_facts_conversations"
+_SCOPE = f"""
+CREATE OR REPLACE TEMP TABLE {_SCOPED} AS
+SELECT row_number() OVER (ORDER BY id)::UINTEGER AS conv_key, id, workspace_id,
+       external_user_id, channel, locale, source, intent, status, created_at, ended_at,
+       escalated, escalation_count, feedback_rating, feedback_at, detail_updated_at
+FROM conversations WHERE {{scope}}
+"""
 
 #: The newest lead of each conversation (ties broken by the lead's id, so that every read
 #: picks the same one).
 _CONVERSATIONS = """
-SELECT k.conv_key, c.id AS conversation_id, c.workspace_id, c.external_user_id, c.channel, c.locale,
+SELECT c.conv_key, c.id AS conversation_id, c.workspace_id, c.external_user_id, c.channel, c.locale,
        c.source, c.intent AS conversation_intent, c.status, c.created_at AS started_at,
        c.ended_at, c.escalated, c.escalation_count, c.feedback_rating, c.feedback_at,
        c.detail_updated_at,
        l.id AS lead_id, l.score AS lead_score, l.intent AS lead_intent,
        l.created_at AS scored_at, l.qualified_at, l.updated_at AS lead_updated_at,
        (l.email IS NOT NULL OR l.phone IS NOT NULL) AS lead_has_contact
-FROM conversations c JOIN {keys} k ON k.id = c.id
+FROM {scoped} c
 LEFT JOIN (SELECT DISTINCT ON (conversation_id) * FROM leads WHERE {lead_scope}
            ORDER BY conversation_id, updated_at DESC, id) l ON l.conversation_id = c.id
 """
@@ -86,15 +94,16 @@ _MESSAGES = """
 SELECT k.conv_key, m.position, m.role = 'user' AS is_user, m.role = 'assistant' AS is_assistant,
        m.created_at, m.latency_ms, m.model_tier, m.confidence,
        hash(m.created_at, m.role, m.model_tier, m.confidence, m.latency_ms) AS _digest
-FROM messages m JOIN {keys} k ON k.id = m.conversation_id
-WHERE m.role IN ('user', 'assistant')
+FROM messages m JOIN {scoped} k ON k.id = m.conversation_id
+WHERE m.role IN ('user', 'assistant') AND {hint}
 """
 
-#: A webhook-only fact counts when no detail lists it and it is newer than the detail.
-_NEWER_THAN_DETAIL = """
-    NOT EXISTS (SELECT 1 FROM {api} a WHERE a.id = e.{key})
-    AND NOT EXISTS (SELECT 1 FROM conversations c WHERE c.id = e.conversation_id
-                    AND c.detail_updated_at IS NOT NULL AND e.{at} <= c.detail_updated_at)
+#: A webhook-only fact counts when no detail lists it and it is newer than the detail (the
+#: event's conversation, when loaded, is among the scope's: it carries the same id).
+_NEWER_THAN_DETAIL = f"""
+    NOT EXISTS (SELECT 1 FROM {{api}} a WHERE a.id = e.{{key}})
+    AND NOT EXISTS (SELECT 1 FROM {_SCOPED} c WHERE c.id = e.conversation_id
+                    AND c.detail_updated_at IS NOT NULL AND e.{{at}} <= c.detail_updated_at)
 """
 
 _ESCALATIONS = f"""
@@ -150,7 +159,7 @@ def read_facts(con: duckdb.DuckDBPyConnection, scope: Scope = ALL) -> Facts:
     The facts of a conversation depend only on rows carrying its id, so the
     facts of a scope are exactly those rows of the facts of all conversations.
     """
-    keys = _KEYS.format(scope=scope.on("id"))
+    con.execute(_SCOPE.format(scope=scope.on("id")))
     escalations = read_frame(
         con,
         _ESCALATIONS.format(
@@ -163,16 +172,12 @@ def read_facts(con: duckdb.DuckDBPyConnection, scope: Scope = ALL) -> Facts:
             api_scope=scope.on("conversation_id"), event_scope=scope.on("e.conversation_id")
         ),
     )
-    messages = read_frame(con, _MESSAGES.format(keys=keys))
-    conversations = _conversation_facts(
-        read_frame(
-            con,
-            _CONVERSATIONS.format(keys=keys, lead_scope=scope.on("conversation_id")),
-        ),
-        messages,
-        escalations,
-        incidents,
+    messages = read_frame(con, _MESSAGES.format(scoped=_SCOPED, hint=scope.messages))
+    listed = read_frame(
+        con, _CONVERSATIONS.format(scoped=_SCOPED, lead_scope=scope.on("conversation_id"))
     )
+    con.execute(f"DROP TABLE {_SCOPED}")
+    conversations = _conversation_facts(listed, messages, escalations, incidents)
     dims = conversations.select(
         "conversation_id",
         "external_user_id",

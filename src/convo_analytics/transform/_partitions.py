@@ -123,8 +123,30 @@ def find_new_runs(con: duckdb.DuckDBPyConnection, *, all_runs: bool) -> int:
     return int(scalar(con, f"SELECT count(*) FROM {NEW_RUNS}"))
 
 
-def _runs(source: str) -> str:
-    return f"(SELECT run_id FROM {NEW_RUNS} WHERE source = '{source}')"
+#: Up to this many new runs are written into the SQL as constants, which DuckDB checks
+#: against each row group's minimum and maximum: rows of old runs are not even read.
+_LITERAL_RUNS = 200
+
+
+def written_by_new_runs(con: duckdb.DuckDBPyConnection, source: str, column: str) -> str:
+    """A SQL condition: ``column`` holds one of the source's new run ids (as constants when
+    they are few; '' stands for a NULL run id)."""
+    runs = [
+        str(r[0])
+        for r in con.execute(
+            f"SELECT run_id FROM {NEW_RUNS} WHERE source = ? ORDER BY run_id", [source]
+        ).fetchall()
+    ]
+    if not runs:
+        return "FALSE"
+    value = f"coalesce({column}, '')" if "" in runs else column
+    if len(runs) > _LITERAL_RUNS:
+        return f"{value} IN (SELECT run_id FROM {NEW_RUNS} WHERE source = '{source}')"
+    return f"{value} IN ({', '.join(repr_sql(run) for run in runs)})"
+
+
+def repr_sql(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
@@ -140,17 +162,19 @@ def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _transform_changed_leads AS
             SELECT id, conversation_id FROM leads
-            WHERE coalesce(last_run_id, '') IN {_runs("leads")}"""
+            WHERE {written_by_new_runs(con, "leads", "last_run_id")}"""
     )
     types = ", ".join(f"'{t}'" for t in FACT_EVENTS)
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _transform_new_events AS
             SELECT event_id, conversation_id FROM events
-            WHERE coalesce(ingest_run_id, '') IN {_runs("events")} AND event_type IN ({types})"""
+            WHERE {written_by_new_runs(con, "events", "ingest_run_id")}
+              AND event_type IN ({types})"""
     )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _transform_direct AS
-        SELECT id FROM conversations WHERE coalesce(last_run_id, '') IN {_runs("conversations")}
+        SELECT id FROM conversations
+        WHERE {written_by_new_runs(con, "conversations", "last_run_id")}
         UNION SELECT coalesce(conversation_id, '') FROM _transform_changed_leads
         UNION SELECT conversation_id FROM mart_conversations
               WHERE lead_id IN (SELECT id FROM _transform_changed_leads)

@@ -29,9 +29,7 @@ import polars as pl
 
 from convo_analytics.transform._cube import Cube, build_cube
 from convo_analytics.transform._daily import (
-    DATED_SOURCES,
     FAMILIES,
-    dated_facts,
     difference,
     insert_rows,
     merge_difference,
@@ -47,21 +45,21 @@ from convo_analytics.transform._facts import (
     read_facts,
 )
 from convo_analytics.transform._frames import read_frame, scalar
+from convo_analytics.transform._mart_set import LIVE, STAGING, MartSet, create_staging
 from convo_analytics.transform._partitions import (
     CHANGED,
     PARTITION,
     days_between,
     every_day,
     no_partitions,
+    written_by_new_runs,
 )
-from convo_analytics.transform._slices import DIMENSIONS, slices_of
+from convo_analytics.transform._slices import DIMENSIONS, slices_of, with_slice_keys
 from convo_analytics.warehouse._marts import (
     MART_CONVERSATION_FOOTPRINTS,
     MART_CONVERSATIONS,
     MART_ESCALATIONS,
     MART_GUARDRAIL_INCIDENTS,
-    MART_SLICES,
-    REBUILT_MARTS,
 )
 
 log = logging.getLogger(__name__)
@@ -93,20 +91,20 @@ def _chunks(count: int) -> int:
     return max(1, math.ceil(count / CHUNK_CONVERSATIONS))
 
 
-def _write_facts(con: duckdb.DuckDBPyConnection, facts: Facts) -> None:
-    insert_rows(con, MART_CONVERSATIONS, facts.conversations)
-    insert_rows(con, MART_CONVERSATION_FOOTPRINTS, footprints(facts))
-    insert_rows(con, MART_ESCALATIONS, facts.escalations)
-    insert_rows(con, MART_GUARDRAIL_INCIDENTS, facts.incidents)
+def _write_facts(con: duckdb.DuckDBPyConnection, facts: Facts, marts: MartSet = LIVE) -> None:
+    insert_rows(con, marts.conversations, facts.conversations)
+    insert_rows(con, marts.footprints, footprints(facts))
+    insert_rows(con, marts.escalations, facts.escalations)
+    insert_rows(con, marts.incidents, facts.incidents)
 
 
-def refresh_slices(con: duckdb.DuckDBPyConnection) -> None:
+def refresh_slices(con: duckdb.DuckDBPyConnection, marts: MartSet = LIVE) -> None:
     """``mart_slices``: every combination of dimension values a fact has now."""
     dims = ", ".join(DIMENSIONS)
     seen = read_frame(
         con,
-        f"SELECT DISTINCT {dims} FROM {MART_CONVERSATIONS.name} "
-        f"UNION SELECT DISTINCT {dims} FROM {MART_GUARDRAIL_INCIDENTS.name}",
+        f"SELECT DISTINCT {dims} FROM {marts.conversations.name} "
+        f"UNION SELECT DISTINCT {dims} FROM {marts.incidents.name}",
     )
     slices = slices_of(seen)
     if slices["slice_key"].n_unique() != slices.height:
@@ -114,66 +112,73 @@ def refresh_slices(con: duckdb.DuckDBPyConnection) -> None:
             "two slices hash to one slice_key; this has a chance of about 1 in 10^15 and "
             "needs a wider key: please report it"
         )
-    con.execute(f"DELETE FROM {MART_SLICES.name}")
-    insert_rows(con, MART_SLICES, slices)
+    con.execute(f"DELETE FROM {marts.slices.name}")
+    insert_rows(con, marts.slices, slices)
 
 
 # -- full ------------------------------------------------------------------------------------
 
 
-def _history(con: duckdb.DuckDBPyConnection) -> tuple[list[str | None], date, date] | None:
+def _history(
+    con: duckdb.DuckDBPyConnection, marts: MartSet
+) -> tuple[list[str | None], date, date] | None:
     """The workspaces of the facts and the UTC days their times span (None: no facts)."""
     rows = con.execute(
         f"""SELECT min(lo)::DATE, max(hi)::DATE FROM (
-            SELECT min(started_at) AS lo, max(started_at) AS hi FROM {MART_CONVERSATIONS.name}
+            SELECT min(started_at) AS lo, max(started_at) AS hi FROM {marts.conversations.name}
             UNION ALL SELECT min(first_message_at), max(last_message_at)
-                      FROM {MART_CONVERSATION_FOOTPRINTS.name}
-            UNION ALL SELECT min(escalated_at), max(escalated_at) FROM {MART_ESCALATIONS.name}
-            UNION ALL SELECT min(triggered_at), max(triggered_at)
-                      FROM {MART_GUARDRAIL_INCIDENTS.name})"""
+                      FROM {marts.footprints.name}
+            UNION ALL SELECT min(escalated_at), max(escalated_at) FROM {marts.escalations.name}
+            UNION ALL SELECT min(triggered_at), max(triggered_at) FROM {marts.incidents.name})"""
     ).fetchall()
     if not rows or rows[0][0] is None:
         return None
     workspaces = [
         r[0]
         for r in con.execute(
-            f"SELECT DISTINCT workspace_id FROM {MART_CONVERSATION_FOOTPRINTS.name} "
-            f"UNION SELECT DISTINCT workspace_id FROM {MART_GUARDRAIL_INCIDENTS.name}"
+            f"SELECT DISTINCT workspace_id FROM {marts.footprints.name} "
+            f"UNION SELECT DISTINCT workspace_id FROM {marts.incidents.name}"
         ).fetchall()
     ]
     return workspaces, rows[0][0], rows[0][1]
 
 
-def rebuild_all(
+def stage_all(
     con: duckdb.DuckDBPyConnection, zones: tuple[str, ...], threshold: float
 ) -> RebuildStats:
-    """Every mart from scratch: facts a chunk of conversations at a time, daily marts and
-    percentiles a month at a time."""
+    """Every mart from scratch into the staging marts (the caller swaps them in): facts a
+    chunk of conversations at a time, daily marts and percentiles a month at a time, each
+    committed, so that DuckDB never holds more than one of them in memory."""
     stats = RebuildStats()
-    for table in REBUILT_MARTS:
-        con.execute(f"DROP TABLE IF EXISTS {table.name}")
-        con.execute(table.ddl())
+    create_staging(con)
     count = int(scalar(con, "SELECT count(*) FROM conversations") or 0)
     chunks = _chunks(count)
     clock = time.perf_counter()
-    for index in range(chunks):
-        facts = read_facts(con, hash_chunk(index, chunks) if chunks > 1 else ALL)
-        _write_facts(con, facts)
-        stats.conversations += facts.conversations.height
-        stats.messages += facts.messages.height
-        del facts
-        log.debug("facts: chunk %d of %d done at %.1f s", index + 1, chunks, _since(clock))
-    refresh_slices(con)
-    history = _history(con)
-    if history is None:
-        return stats
-    workspaces, first, last = history
-    every = every_day(
-        workspaces, zones, first - timedelta(days=1), last + timedelta(days=1), "full"
-    )
-    recompute_partitions(con, dict.fromkeys(FAMILIES, every), zones, threshold, fresh=True)
-    log.debug("daily marts: %d partitions done at %.1f s", every.height, _since(clock))
-    stats.touch(every)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for index in range(chunks):
+            facts = read_facts(con, hash_chunk(index, chunks) if chunks > 1 else ALL)
+            _write_facts(con, facts, STAGING)
+            stats.conversations += facts.conversations.height
+            stats.messages += facts.messages.height
+            del facts
+            con.execute("COMMIT")
+            con.execute("BEGIN TRANSACTION")
+            log.debug("facts: chunk %d of %d done at %.1f s", index + 1, chunks, _since(clock))
+        refresh_slices(con, STAGING)
+        history = _history(con, STAGING)
+        if history is not None:
+            workspaces, first, last = history
+            every = every_day(
+                workspaces, zones, first - timedelta(days=1), last + timedelta(days=1), "full"
+            )
+            recompute_partitions(con, dict.fromkeys(FAMILIES, every), zones, threshold, staged=True)
+            log.debug("daily marts: %d partitions done at %.1f s", every.height, _since(clock))
+            stats.touch(every)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
     return stats
 
 
@@ -190,19 +195,62 @@ class _Dirty:
     recompute: list[pl.DataFrame] = field(default_factory=list)
 
 
-def _previous(con: duckdb.DuckDBPyConnection) -> tuple[Facts, pl.DataFrame]:
-    """The chunk's facts as the marts hold them now (what they added), and their footprints."""
-    chunk = f"IN (SELECT id FROM {_CHUNK})"
-    where = {
-        family: f"coalesce({conv}, '') {chunk}" for family, (_, _, conv) in DATED_SOURCES.items()
+#: What the previous facts of a chunk are read for: the columns the cube needs.
+_COHORT = (
+    "conversation_id, started_at, engaged, status, escalated, contained, qualified_at, "
+    "feedback_rating, positive_feedback, first_response_ms, resolution_seconds"
+)
+_PREVIOUS = {
+    MART_CONVERSATIONS.name: _COHORT,
+    MART_CONVERSATION_FOOTPRINTS.name: "*",
+    MART_ESCALATIONS.name: "conversation_id, escalated_at, destination",
+    MART_GUARDRAIL_INCIDENTS.name: f"workspace_id, triggered_at, flag, {', '.join(DIMENSIONS)}",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Previous:
+    """A chunk's facts as the marts hold them (what they added), its footprints, and where
+    those rows are (so that they are deleted without another search)."""
+
+    facts: Facts
+    footprints: pl.DataFrame
+    rows: dict[str, pl.Series]
+
+
+def _previous(con: duckdb.DuckDBPyConnection, empty_messages: pl.DataFrame) -> _Previous:
+    """Each fact mart's rows of the chunk's conversations, read once each."""
+    frames = {
+        table: read_frame(
+            con,
+            f"SELECT rowid AS _row, {columns} FROM {table} "
+            f"WHERE coalesce(conversation_id, '') IN (SELECT id FROM {_CHUNK})",
+        )
+        for table, columns in _PREVIOUS.items()
     }
-    where.pop("messages")  # gone when their transcript changed; digests say what changed
-    old = dated_facts(con, where, dict.fromkeys(where, f"conversation_id {chunk}"))
-    feet = read_frame(
-        con,
-        f"SELECT * FROM {MART_CONVERSATION_FOOTPRINTS.name} WHERE conversation_id {chunk}",
+    rows = {table: frame["_row"] for table, frame in frames.items()}
+    feet = frames[MART_CONVERSATION_FOOTPRINTS.name].drop("_row")
+    keys = feet.select("conversation_id", "workspace_id", "slice_key")
+    facts = Facts(
+        conversations=frames[MART_CONVERSATIONS.name].drop("_row").join(keys, on="conversation_id"),
+        messages=empty_messages,  # gone when their transcript changed; digests say what did
+        escalations=frames[MART_ESCALATIONS.name].drop("_row").join(keys, on="conversation_id"),
+        incidents=with_slice_keys(frames[MART_GUARDRAIL_INCIDENTS.name].drop("_row")),
+        slices=pl.DataFrame(),
     )
-    return old, feet
+    return _Previous(facts, feet, rows)
+
+
+def _delete_rows(con: duckdb.DuckDBPyConnection, rows: dict[str, pl.Series]) -> None:
+    """Delete rows found before by their row ids (no search of the tables again)."""
+    for table, found in rows.items():
+        if found.is_empty():
+            continue
+        con.register("_rows", found.to_frame("rid").to_arrow())
+        try:
+            con.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rid FROM _rows)")
+        finally:
+            con.unregister("_rows")
 
 
 def _only(facts: Facts, *keep: str) -> Facts:
@@ -295,19 +343,14 @@ def _changed_chunk(
     threshold: float,
     stats: RebuildStats,
     dirty: _Dirty,
+    messages: str,
 ) -> None:
     """One chunk of changed conversations: facts swapped, differences added."""
-    old, old_feet = _previous(con)
-    new = read_facts(con, listed_in(_CHUNK))
+    new = read_facts(con, listed_in(_CHUNK, messages))
     new_feet = footprints(new)
-    chunk = f"(SELECT id FROM {_CHUNK})"
-    for table, column in (
-        (MART_CONVERSATIONS, "conversation_id"),
-        (MART_CONVERSATION_FOOTPRINTS, "conversation_id"),
-        (MART_ESCALATIONS, "conversation_id"),
-        (MART_GUARDRAIL_INCIDENTS, "coalesce(conversation_id, '')"),
-    ):
-        con.execute(f"DELETE FROM {table.name} WHERE {column} IN {chunk}")
+    previous = _previous(con, new.messages.clear())
+    old, old_feet = previous.facts, previous.footprints
+    _delete_rows(con, previous.rows)
     _write_facts(con, new)
     stats.conversations += new.conversations.height
     stats.messages += new.messages.height
@@ -336,22 +379,51 @@ def _changed_chunk(
             dirty.presence.append(moved["messages"])
 
 
+_REWRITTEN = "_transform_rewritten"
+_KEPT = "_transform_kept"
+
+
+def _transcript_groups(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, str]]:
+    """The changed conversations split by where their messages are: those whose transcript
+    a new run rewrote (all their messages carry its id, so the messages of old runs are
+    skipped unread) and the rest (their messages are found by a scan of all of them).
+    Each: (table of ids, how many, condition on the messages)."""
+    rewritten = written_by_new_runs(con, "conversations", "m.run_id")
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {_REWRITTEN} AS
+            SELECT DISTINCT conversation_id AS id FROM messages m
+            WHERE {rewritten} AND conversation_id IN (SELECT id FROM {CHANGED})"""
+    )
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {_KEPT} AS
+            SELECT id FROM {CHANGED} EXCEPT SELECT id FROM {_REWRITTEN}"""
+    )
+    groups = []
+    for table, messages in ((_REWRITTEN, rewritten), (_KEPT, "TRUE")):
+        count = int(scalar(con, f"SELECT count(*) FROM {table}"))
+        if count:
+            groups.append((table, count, messages))
+    return groups
+
+
 def rebuild_changed(
     con: duckdb.DuckDBPyConnection, zones: tuple[str, ...], threshold: float, changed: int
 ) -> RebuildStats:
     """Rewrite what the changed conversations (``_transform_changed``) touch."""
     stats = RebuildStats()
     dirty = _Dirty()
-    chunks = _chunks(changed)
-    for index in range(chunks):
-        con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {_CHUNK} AS SELECT id FROM {CHANGED} "
-            f"WHERE hash(id) % {chunks} = {index}"
-        )
-        _changed_chunk(con, zones, threshold, stats, dirty)
-    con.execute(f"DROP TABLE IF EXISTS {_CHUNK}")
+    for group, count, messages in _transcript_groups(con):
+        chunks = _chunks(count)
+        for index in range(chunks):
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {_CHUNK} AS SELECT id FROM {group} "
+                f"WHERE hash(id) % {chunks} = {index}"
+            )
+            _changed_chunk(con, zones, threshold, stats, dirty, messages)
+    for table in (_CHUNK, _REWRITTEN, _KEPT):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
     recompute = _union(dirty.recompute)
-    recompute_partitions(con, {"messages": recompute}, zones, threshold, fresh=False)
+    recompute_partitions(con, {"messages": recompute}, zones, threshold)
     refresh_percentiles(
         con,
         _union([*dirty.latency, recompute]),

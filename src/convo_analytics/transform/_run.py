@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -23,6 +23,7 @@ import duckdb
 import orjson
 
 from convo_analytics.transform._frames import scalar
+from convo_analytics.transform._mart_set import drop_staging, swap_in_staging
 from convo_analytics.transform._partitions import (
     describe,
     drop_temporaries,
@@ -34,7 +35,7 @@ from convo_analytics.transform._partitions import (
     write_state,
 )
 from convo_analytics.transform._published import read_marts_cube
-from convo_analytics.transform._rebuild import rebuild_all, rebuild_changed
+from convo_analytics.transform._rebuild import RebuildStats, rebuild_changed, stage_all
 from convo_analytics.transform._reconcile import Mismatch, reconcile, service_days
 from convo_analytics.transform._versions import DEFINITION_VERSION
 from convo_analytics.warehouse import transaction
@@ -44,9 +45,10 @@ log = logging.getLogger(__name__)
 
 #: DuckDB's own memory while a transform runs (its default is 80 % of the machine): joins
 #: and sorts beyond it spill to disk, so the polars frames have the rest.
-DUCKDB_MEMORY_LIMIT = "1GB"
-#: Past this share of all conversations changed, recomputing everything costs less.
-MOSTLY_CHANGED = 0.5
+DUCKDB_MEMORY_LIMIT = "512MB"
+#: Past this share of all conversations changed, recomputing everything costs less (and
+#: an incremental run's one transaction would hold that much in memory).
+MOSTLY_CHANGED = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,16 +118,30 @@ def run_transform(con: duckdb.DuckDBPyConnection, config: TransformConfig) -> Tr
     result = TransformResult(transform_run_id=uuid.uuid4().hex[:16])
     started = datetime.now(UTC)
     clock = time.perf_counter()
+
+    def finish(stats: RebuildStats) -> None:
+        _finish(con, config, result, stats)
+        result.status = "ok"
+        result.duration_seconds = time.perf_counter() - clock
+        con.execute(*_run_row(result, config, started))
+
     try:
-        with _duckdb_memory(con), transaction(con):
-            _rebuild(con, config, result)
-            result.status = "ok"
-            result.duration_seconds = time.perf_counter() - clock
-            con.execute(*_run_row(result, config, started))
+        with _duckdb_memory(con):
+            drop_staging(con)  # what a run killed while staging left
+            reason = _incremental(con, config, finish)
+            if reason is not None:
+                log.info("transform: rebuilding every partition: %s", reason)
+                result.mode, result.full_reason = "full", reason
+                find_new_runs(con, all_runs=True)
+                stats = stage_all(con, tuple(config.timezones), config.low_confidence_threshold)
+                with transaction(con):
+                    swap_in_staging(con)
+                    finish(stats)
     except Exception as exc:
         result.status = "failed"
         result.error = f"{type(exc).__name__}: {exc}"
         result.duration_seconds = time.perf_counter() - clock
+        drop_staging(con)
         with transaction(con):
             con.execute(*_run_row(result, config, started))
         raise
@@ -136,27 +152,43 @@ def run_transform(con: duckdb.DuckDBPyConnection, config: TransformConfig) -> Tr
     return result
 
 
-def _rebuild(
-    con: duckdb.DuckDBPyConnection, config: TransformConfig, result: TransformResult
-) -> None:
-    """Everything a run writes, inside the caller's transaction."""
+def _incremental(
+    con: duckdb.DuckDBPyConnection,
+    config: TransformConfig,
+    finish: Callable[[RebuildStats], None],
+) -> str | None:
+    """Bring the marts up to date in place, in one transaction; or, without writing
+    anything, say why every partition must be rebuilt instead."""
     zones, threshold = tuple(config.timezones), config.low_confidence_threshold
     reason = full_reason(read_state(con), zones, threshold, asked=config.full)
-    if reason is None:
+    if reason is not None:
+        return reason
+    with transaction(con):
         find_new_runs(con, all_runs=False)
         changed = find_changed_conversations(con)
         total = int(scalar(con, "SELECT count(*) FROM conversations"))
         if changed > 1000 and changed > MOSTLY_CHANGED * total:
-            reason = f"most conversations changed ({changed} of {total})"
-    if reason is not None:
-        log.info("transform: rebuilding every partition: %s", reason)
-        find_new_runs(con, all_runs=True)
-        stats = rebuild_all(con, zones, threshold)
-        result.mode, result.full_reason = "full", reason
-    else:
-        stats = rebuild_changed(con, zones, threshold, changed)
-    record_watermarks(con, result.transform_run_id, replace=reason is not None)
-    write_state(con, zones, threshold, result.transform_run_id, full=reason is not None)
+            return f"most conversations changed ({changed} of {total})"
+        finish(rebuild_changed(con, zones, threshold, changed))
+    return None
+
+
+def _finish(
+    con: duckdb.DuckDBPyConnection,
+    config: TransformConfig,
+    result: TransformResult,
+    stats: RebuildStats,
+) -> None:
+    """What every run writes with its marts: watermarks, state, counts, reconciliation."""
+    full = result.mode == "full"
+    record_watermarks(con, result.transform_run_id, replace=full)
+    write_state(
+        con,
+        tuple(config.timezones),
+        config.low_confidence_threshold,
+        result.transform_run_id,
+        full=full,
+    )
     result.changed_conversations = stats.conversations
     result.messages = stats.messages
     result.partitions = describe(stats.partitions)
