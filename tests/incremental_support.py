@@ -287,6 +287,16 @@ def load_conversations(
         load.unstage(con, "listed", "detailed")
 
 
+def load_new(con: duckdb.DuckDBPyConnection, world: World, seed: int) -> None:
+    """New conversations, loaded by a run of their own."""
+    load_conversations(con, world.new_conversations(random.Random(seed)), world.run_id())
+
+
+def load_changes(con: duckdb.DuckDBPyConnection, world: World, seed: int) -> None:
+    """Changes to old conversations, loaded by a run of their own."""
+    load_conversations(con, world.change(random.Random(seed)), world.run_id())
+
+
 def load_leads(con: duckdb.DuckDBPyConnection, leads: list[dict[str, Any]], run_id: str) -> None:
     if not leads:
         return

@@ -38,8 +38,10 @@ from incremental_support import (
     assert_same_marts,
     ingest_events,
     iso,
+    load_changes,
     load_conversations,
     load_leads,
+    load_new,
     marts,
 )
 from transform_support import assert_same
@@ -92,7 +94,7 @@ def test_random_loads_and_incremental_transforms_end_as_one_full_rebuild(
         world = World()
         con = open_warehouse(db)
         try:
-            load_conversations(con, world.new_conversations(random.Random(1)), world.run_id())
+            load_new(con, world, 1)
             assert run_transform(con, CONFIG).mode == "full"
             for operation, seed in operations:
                 con = _apply(world, db, con, operation, seed)
@@ -202,8 +204,8 @@ def test_a_full_rebuild_in_chunks_equals_one_in_one_go(
     con = open_warehouse(db)
     try:
         for seed in range(4):
-            load_conversations(con, world.new_conversations(random.Random(seed)), world.run_id())
-            load_conversations(con, world.change(random.Random(seed + 10)), world.run_id())
+            load_new(con, world, seed)
+            load_changes(con, world, seed + 10)
         load_leads(con, world.lead_changes(random.Random(3)), world.run_id())
         run_transform(con, replace(CONFIG, full=True))
         whole = marts(con)
@@ -259,12 +261,12 @@ def test_a_killed_incremental_transform_leaves_the_marts_whole_and_a_rerun_compl
     db = tmp_path / "w.duckdb"
     world = World()
     con = open_warehouse(db)
-    load_conversations(con, world.new_conversations(random.Random(8)), world.run_id())
-    load_conversations(con, world.new_conversations(random.Random(9)), world.run_id())
+    load_new(con, world, 8)
+    load_new(con, world, 9)
     run_transform(con, CONFIG)
     before = marts(con)
-    load_conversations(con, world.change(random.Random(4)), world.run_id())
-    load_conversations(con, world.new_conversations(random.Random(6)), world.run_id())
+    load_changes(con, world, 4)
+    load_new(con, world, 6)
     load_leads(con, world.lead_changes(random.Random(7)), world.run_id())
     con.close()
     child = subprocess.Popen(
@@ -298,7 +300,7 @@ def test_summary_figures_are_the_same_with_several_workspaces(tmp_path: Path) ->
     con = open_warehouse(db)
     try:
         for seed in range(3):
-            load_conversations(con, world.new_conversations(random.Random(seed)), world.run_id())
+            load_new(con, world, seed)
         run_transform(con, CONFIG)
         workspaces = con.execute(
             "SELECT count(DISTINCT coalesce(workspace_id, '')) FROM mart_daily_percentiles"
