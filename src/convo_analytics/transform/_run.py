@@ -102,15 +102,22 @@ class TransformResult:
         }
 
 
+#: DuckDB settings while a transform runs: the memory above, and rows inserted in any
+#: order (the marts have no order; keeping it makes DuckDB insert on one thread).
+_SETTINGS = {"memory_limit": DUCKDB_MEMORY_LIMIT, "preserve_insertion_order": "false"}
+
+
 @contextmanager
-def _duckdb_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    before = scalar(con, "SELECT current_setting('memory_limit')")
-    con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+def _duckdb_settings(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    before = {name: scalar(con, f"SELECT current_setting('{name}')") for name in _SETTINGS}
+    for name, value in _SETTINGS.items():
+        con.execute(f"SET {name} = '{value}'")
     try:
         yield
     finally:
-        if before:
-            con.execute(f"SET memory_limit = '{before}'")
+        for name, value in before.items():
+            if value is not None:
+                con.execute(f"SET {name} = '{value}'")
 
 
 def run_transform(con: duckdb.DuckDBPyConnection, config: TransformConfig) -> TransformResult:
@@ -126,7 +133,7 @@ def run_transform(con: duckdb.DuckDBPyConnection, config: TransformConfig) -> Tr
         con.execute(*_run_row(result, config, started))
 
     try:
-        with _duckdb_memory(con):
+        with _duckdb_settings(con):
             drop_staging(con)  # what a run killed while staging left
             reason = _incremental(con, config, finish)
             if reason is not None:
