@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from convo_analytics.cli import main
 from convo_analytics.transform import (
     DEFINITION_VERSION,
     TransformConfig,
@@ -31,6 +32,7 @@ from convo_analytics.transform import (
 )
 from convo_analytics.transform._published import read_marts_cube
 from convo_analytics.warehouse import open_warehouse
+from convo_analytics.warehouse._marts import REBUILT_MARTS
 from incremental_support import (
     BASE,
     ZONES,
@@ -226,7 +228,7 @@ from pathlib import Path
 from convo_analytics.transform import TransformConfig, _rebuild, run_transform
 from convo_analytics.warehouse import open_warehouse
 
-db, hold, zones = sys.argv[1], sys.argv[2], tuple(sys.argv[3].split(","))
+db, hold, zones, full = sys.argv[1], sys.argv[2], tuple(sys.argv[3].split(",")), sys.argv[4]
 original = getattr(_rebuild, hold)
 
 def holding(*args, **kwargs):
@@ -236,7 +238,8 @@ def holding(*args, **kwargs):
     return out
 
 setattr(_rebuild, hold, holding)
-run_transform(open_warehouse(Path(db)), TransformConfig(timezones=zones, reconcile=False))
+config = TransformConfig(timezones=zones, reconcile=False, full=full == "full")
+run_transform(open_warehouse(Path(db)), config)
 """
 
 
@@ -254,9 +257,16 @@ def _wait_for_line(child: subprocess.Popen[str], text: str, seconds: float) -> N
     raise AssertionError(f"the transform never said {text!r} (exit {child.poll()})")
 
 
-@pytest.mark.parametrize("hold", ["_write_facts", "refresh_percentiles"])
-def test_a_killed_incremental_transform_leaves_the_marts_whole_and_a_rerun_completes_them(
-    tmp_path: Path, hold: str
+@pytest.mark.parametrize(
+    ("mode", "hold"),
+    [
+        ("incremental", "_write_facts"),
+        ("incremental", "refresh_percentiles"),
+        ("full", "refresh_slices"),  # a full rebuild's facts staged and committed
+    ],
+)
+def test_a_killed_transform_leaves_the_marts_whole_and_a_rerun_completes_them(
+    tmp_path: Path, mode: str, hold: str
 ) -> None:
     db = tmp_path / "w.duckdb"
     world = World()
@@ -270,7 +280,7 @@ def test_a_killed_incremental_transform_leaves_the_marts_whole_and_a_rerun_compl
     load_leads(con, world.lead_changes(random.Random(7)), world.run_id())
     con.close()
     child = subprocess.Popen(
-        [sys.executable, "-c", _HOLDING_TRANSFORM, str(db), hold, ",".join(ZONES)],
+        [sys.executable, "-c", _HOLDING_TRANSFORM, str(db), hold, ",".join(ZONES), mode],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -282,9 +292,16 @@ def test_a_killed_incremental_transform_leaves_the_marts_whole_and_a_rerun_compl
     con = open_warehouse(db)
     try:
         assert_same_marts(marts(con), before)
+        staged = con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '_staging_')"
+        ).fetchall()[0][0]
+        assert staged == (len(REBUILT_MARTS) if mode == "full" else 0), "what it staged is there"
         rerun = run_transform(con, CONFIG)
         assert rerun.mode == "incremental" and rerun.changed_conversations > 0
         completed = marts(con)
+        assert not con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '_staging_')"
+        ).fetchall()[0][0]
         run_transform(con, replace(CONFIG, full=True))
         assert_same_marts(completed, marts(con))
     finally:
@@ -316,3 +333,26 @@ def test_summary_figures_are_the_same_with_several_workspaces(tmp_path: Path) ->
             )
     finally:
         con.close()
+
+
+def test_convo_transform_is_incremental_unless_full_is_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "w.duckdb"
+    world = World()
+    con = open_warehouse(db)
+    load_new(con, world, 11)
+    con.close()
+    base = ["transform", "--db", str(db), "--no-reconcile", "--json"]
+    runs = []
+    for extra in ([], [], ["--full"]):
+        assert main([*base, *extra]) == 0
+        runs.append(orjson.loads(capsys.readouterr().out))
+    assert [r["mode"] for r in runs] == ["full", "incremental", "full"]
+    assert runs[1]["partitions"] == {"count": 0, "partitions": []}
+    assert runs[2]["full_reason"] == "--full asked"
+    assert runs[2]["definition_version"] == DEFINITION_VERSION
+    assert runs[0]["mart_rows"] == runs[2]["mart_rows"]
+    assert main([*base[:-1]]) == 0
+    line = capsys.readouterr().err
+    assert "incremental, 0 conversations changed; 0 partitions rewritten" in line

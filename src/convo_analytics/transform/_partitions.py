@@ -142,10 +142,10 @@ def written_by_new_runs(con: duckdb.DuckDBPyConnection, source: str, column: str
     value = f"coalesce({column}, '')" if "" in runs else column
     if len(runs) > _LITERAL_RUNS:
         return f"{value} IN (SELECT run_id FROM {NEW_RUNS} WHERE source = '{source}')"
-    return f"{value} IN ({', '.join(repr_sql(run) for run in runs)})"
+    return f"{value} IN ({', '.join(_quoted(run) for run in runs)})"
 
 
-def repr_sql(text: str) -> str:
+def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
@@ -225,23 +225,6 @@ def drop_temporaries(con: duckdb.DuckDBPyConnection) -> None:
 
 def no_partitions() -> pl.DataFrame:
     return pl.DataFrame(schema={**PARTITION_SCHEMA, "why": pl.String})
-
-
-def days_at(frame: pl.DataFrame, at: str, zones: Iterable[str], why: str) -> pl.DataFrame:
-    """The partition of each row's ``at`` (with its ``workspace_id``) in every zone."""
-    parts = [
-        frame.select(
-            pl.col("workspace_id").cast(pl.String),
-            pl.lit(tz).alias("timezone"),
-            local_date(at, tz).alias("date"),
-        )
-        for tz in zones
-    ]
-    if not parts or frame.is_empty():
-        return no_partitions()
-    return (pl.concat(parts).drop_nulls("date").unique().with_columns(why=pl.lit(why))).select(
-        *PARTITION, "why"
-    )
 
 
 def days_between(

@@ -1,10 +1,10 @@
 """Rebuilding the marts: all of them in bounded memory, or what changed.
 
-**Full** (:func:`rebuild_all`): the marts are dropped and created again (so
-their columns and types are the release's), the facts are derived one hash
-chunk of conversations at a time, and the daily marts are recomputed a month
-at a time; what is held in memory is one chunk or one month, however long
-the history.
+**Full** (:func:`stage_all`): staging copies of the marts are created (with
+the release's columns and types) and filled: the facts one hash chunk of
+conversations at a time, the daily marts a month at a time, committed as it
+goes; what is held in memory is one chunk or one month, however long the
+history. The caller swaps them in (``_mart_set.swap_in_staging``).
 
 **Incremental** (:func:`rebuild_changed`): the changed conversations (again
 in chunks) have their previous facts read from the fact marts, their facts
@@ -64,8 +64,8 @@ from convo_analytics.warehouse._marts import (
 
 log = logging.getLogger(__name__)
 
-#: Conversations whose facts are derived at once (with ten messages each, about 1.5 GiB
-#: of polars frames), whatever the size of the warehouse.
+#: Conversations whose facts are derived at once (with ten messages each, about 2.5 GiB
+#: at the peak), whatever the size of the warehouse.
 CHUNK_CONVERSATIONS = 1_000_000
 _CHUNK = "_transform_chunk"
 
@@ -407,7 +407,7 @@ def _transcript_groups(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, s
 
 
 def rebuild_changed(
-    con: duckdb.DuckDBPyConnection, zones: tuple[str, ...], threshold: float, changed: int
+    con: duckdb.DuckDBPyConnection, zones: tuple[str, ...], threshold: float
 ) -> RebuildStats:
     """Rewrite what the changed conversations (``_transform_changed``) touch."""
     stats = RebuildStats()

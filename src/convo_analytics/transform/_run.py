@@ -176,7 +176,7 @@ def _incremental(
         total = int(scalar(con, "SELECT count(*) FROM conversations"))
         if changed > 1000 and changed > MOSTLY_CHANGED * total:
             return f"most conversations changed ({changed} of {total})"
-        finish(rebuild_changed(con, zones, threshold, changed))
+        finish(rebuild_changed(con, zones, threshold))
     return None
 
 
