@@ -139,7 +139,8 @@ def check_ingest(settings: Settings) -> None:
 
 
 def transform(ctx: RunContext) -> dict[str, Any]:
-    """Rebuild the marts in one transaction and reconcile with the service's summary."""
+    """Bring the marts up to date (the partitions the night's loads touch) in one
+    transaction, and reconcile with the service's summary."""
     from convo_analytics.transform import TransformConfig, run_transform
     from convo_analytics.warehouse import open_warehouse
 
@@ -155,6 +156,9 @@ def transform(ctx: RunContext) -> dict[str, Any]:
     finally:
         con.close()
     return {
+        "mode": result.mode,
+        "changed_conversations": result.changed_conversations,
+        "partitions": result.partitions["count"],
         "conversations": result.conversations,
         "incidents": result.incidents,
         "mismatches": len(result.mismatches),

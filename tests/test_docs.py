@@ -32,3 +32,17 @@ def test_the_architecture_map_names_every_stage_folder() -> None:
         p.name for p in src.iterdir() if p.is_dir() and not p.name.startswith("_")
     ):
         assert f"src/convo_analytics/{folder}/" in text, f"architecture.md misses {folder}/"
+
+
+def test_every_definition_version_is_documented() -> None:
+    """docs/warehouse.md lists each definition with the version that last changed it."""
+    from convo_analytics.transform import DEFINITIONS
+
+    section = re.search(
+        r"^## Definition versions\n(.*?)(?=^## )",
+        (DOCS / "warehouse.md").read_text(encoding="utf-8"),
+        re.M | re.S,
+    )
+    assert section, "docs/warehouse.md needs a '## Definition versions' section"
+    rows = dict(re.findall(r"^\| (.+?) \| (\d+) \|$", section.group(1), re.M))
+    assert rows == {name: str(version) for name, version in DEFINITIONS.items()}

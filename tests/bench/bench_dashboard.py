@@ -26,8 +26,8 @@ def child_render(db: str, published: str, repeats: str) -> None:
     import os
 
     import streamlit as st
-    from bench_transform import publish_transformed
     from streamlit.testing.v1 import AppTest
+    from transform_data import publish_transformed
 
     publish_transformed(db, published)
     os.environ["CONVO_PUBLISHED_DIR"] = published
@@ -56,7 +56,7 @@ def child_render(db: str, published: str, repeats: str) -> None:
 
 def bench_dashboard(ctx: BenchContext, report: Report) -> None:
     """Seconds to render each page, first reader after a publish and warm."""
-    from bench_transform import synthetic_warehouse
+    from transform_data import synthetic_warehouse
 
     db, conversations = synthetic_warehouse(ctx, report)
     folder = db.parent

@@ -55,8 +55,8 @@ def child_measure(db: str, published: str) -> None:
 
     import duckdb
     import streamlit as st
-    from bench_transform import publish_transformed
     from streamlit.testing.v1 import AppTest
+    from transform_data import publish_transformed
 
     from convo_analytics.dashboard._conversations import conversation_page
     from convo_analytics.dashboard._explore import run_query
@@ -130,7 +130,7 @@ def child_measure(db: str, published: str) -> None:
 
 def bench_explore(ctx: BenchContext, report: Report) -> None:
     """Explore round trips and Conversations search on 1,000,000 conversations."""
-    from bench_transform import MESSAGES_PER_CONVERSATION, synthetic_warehouse
+    from transform_data import MESSAGES_PER_CONVERSATION, synthetic_warehouse
 
     db, conversations = synthetic_warehouse(ctx, report)
     folder = db.parent

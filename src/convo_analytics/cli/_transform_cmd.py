@@ -118,8 +118,20 @@ def transform(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the run as one JSON object.")
     ] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Rebuild every partition (a month at a time, in bounded memory) instead of "
+            "the ones changed since the last transform.",
+        ),
+    ] = False,
 ) -> None:
-    """Rebuild the marts (facts, daily metrics, incidents) from the warehouse, in one transaction.
+    """Bring the marts (facts, daily metrics, incidents) up to date, in one transaction.
+
+    Only the partitions (workspace, zone, day) that what was loaded since the
+    last transform touches are rewritten, unless --full asks for all of them
+    (or the zones, the threshold or the definitions changed).
 
     Exit status 0 when done (1 with --fail-on-mismatch and differences from
     the service's summary), 75 when another writer holds the warehouse, 2 for
@@ -149,6 +161,7 @@ def transform(
         low_confidence_threshold=settings.get_float("transform.low_confidence_threshold"),
         reconcile=reconcile,
         tolerance=settings.get_float("transform.tolerance"),
+        full=full,
     )
     logging.basicConfig(
         level=logging.INFO,
@@ -165,9 +178,15 @@ def transform(
         sys.stdout.write(orjson.dumps(result.as_json()).decode() + "\n")
     else:
         err = Console(stderr=True, highlight=False, soft_wrap=True)
+        how = (
+            f"full ({result.full_reason})"
+            if result.mode == "full"
+            else f"incremental, {result.changed_conversations} conversations changed"
+        )
         err.print(
-            f"transform {result.transform_run_id}: {result.conversations} conversations, "
-            f"{result.messages} messages, {result.incidents} incidents -> "
+            f"transform {result.transform_run_id}: {how}; "
+            f"{result.partitions['count']} partitions rewritten; {result.conversations} "
+            f"conversations, {result.incidents} incidents, "
             f"{sum(result.mart_rows.values())} mart rows in {result.duration_seconds:.1f} s; "
             + (
                 "no service summary to compare with"

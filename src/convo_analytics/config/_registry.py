@@ -538,14 +538,18 @@ SETTINGS: tuple[Setting, ...] = (
         ("UTC",),
         help=(
             "IANA time zones the daily marts cut days in (the first is the default for "
-            "exports and the dashboard); other zones are computed on request, more slowly."
+            "exports and the dashboard); other zones are computed on request, more slowly. "
+            "Changing them rebuilds every partition at the next transform."
         ),
     ),
     Setting(
         "transform.low_confidence_threshold",
         Kind.FLOAT,
         0.5,
-        help="Assistant responses with confidence below this count as low-confidence.",
+        help=(
+            "Assistant responses with confidence below this count as low-confidence "
+            "(changing it rebuilds every partition at the next transform)."
+        ),
         minimum=0.0,
         maximum=1.0,
     ),

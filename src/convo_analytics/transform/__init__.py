@@ -1,12 +1,13 @@
 """Polars transforms: facts, the daily cube, metrics, the lead funnel and guardrail incidents.
 
-`convo transform` rebuilds the marts (:func:`run_transform`); everything that
-shows a number (exports, `convo serve`, the dashboard) reads them through
+`convo transform` brings the marts up to date (:func:`run_transform`: the
+partitions what changed touches, or all of them); everything that shows a
+number (exports, `convo serve`, the dashboard) reads them through
 :func:`load_cube` and :func:`metrics_table`, so every view agrees.
 """
 
 from convo_analytics.transform._cube import TIER, Cube, build_cube, local_date
-from convo_analytics.transform._facts import DIMENSIONS, Facts, read_facts
+from convo_analytics.transform._facts import Facts, read_facts
 from convo_analytics.transform._funnel import STEPS, in_range, lead_funnel, score_bands
 from convo_analytics.transform._incidents import (
     INCIDENT_COLUMNS,
@@ -31,8 +32,12 @@ from convo_analytics.transform._published import (
 from convo_analytics.transform._reconcile import Mismatch, reconcile
 from convo_analytics.transform._redact import redact, redact_expr
 from convo_analytics.transform._run import TransformConfig, TransformResult, run_transform
+from convo_analytics.transform._slices import DIMENSIONS
+from convo_analytics.transform._versions import DEFINITION_VERSION, DEFINITIONS
 
 __all__ = [
+    "DEFINITIONS",
+    "DEFINITION_VERSION",
     "DIMENSIONS",
     "INCIDENT_COLUMNS",
     "INCIDENT_QUERY",

@@ -15,7 +15,8 @@ from datetime import date
 
 import polars as pl
 
-from convo_analytics.transform._facts import DIMENSIONS, UNKNOWN, Facts
+from convo_analytics.transform._facts import UNKNOWN, Facts
+from convo_analytics.transform._slices import DIMENSIONS
 
 #: Confidence is summed in billionths, as integers: exact, so every order of summing agrees.
 CONFIDENCE_SCALE = 1_000_000_000
@@ -23,6 +24,8 @@ CONFIDENCE_SCALE = 1_000_000_000
 
 #: The one slicing key that is not a conversation's: assistant responses' model tier.
 TIER = "model_tier"
+#: Every row of the cube is a workspace's, on a day, in a slice.
+CELL = ("date", "workspace_id", "slice_key")
 
 
 def local_date(column: str, tz: str) -> pl.Expr:
@@ -145,7 +148,7 @@ class Cube:
 def build_cube(facts: Facts, tz: str, low_confidence_threshold: float) -> Cube:
     """Aggregate the facts into the daily cube, days cut in ``tz``."""
     convs = facts.conversations.with_columns(date=local_date("started_at", tz))
-    conversations = convs.group_by("date", "slice_key").agg(
+    conversations = convs.group_by(*CELL).agg(
         pl.len().alias("conversations"),
         pl.col("engaged").sum().alias("engaged_conversations"),
         (pl.col("status") == "resolved").sum().alias("resolved"),
@@ -161,7 +164,7 @@ def build_cube(facts: Facts, tz: str, low_confidence_threshold: float) -> Cube:
     durations = pl.concat(
         [
             convs.filter(pl.col(measure).is_not_null())
-            .group_by("date", "slice_key", pl.col(measure).alias("value"))
+            .group_by(*CELL, pl.col(measure).alias("value"))
             .agg(pl.len().alias("conversations"))
             .with_columns(measure=pl.lit(measure))
             for measure in ("first_response_ms", "resolution_seconds")
@@ -175,7 +178,7 @@ def build_cube(facts: Facts, tz: str, low_confidence_threshold: float) -> Cube:
         latency_ms=pl.col("latency_ms").fill_null(0),
     )
     is_assistant = pl.col("is_assistant")
-    messages = msgs.group_by("date", "slice_key", "model_tier").agg(
+    messages = msgs.group_by(*CELL, "model_tier").agg(
         pl.col("is_user").sum().alias("user_messages"),
         is_assistant.sum().alias("assistant_responses"),
         (pl.col("confidence").filter(is_assistant) * CONFIDENCE_SCALE)
@@ -189,12 +192,12 @@ def build_cube(facts: Facts, tz: str, low_confidence_threshold: float) -> Cube:
     )
     latency = (
         msgs.filter(is_assistant)
-        .group_by("date", "slice_key", "model_tier", "latency_ms")
+        .group_by(*CELL, "model_tier", "latency_ms")
         .agg(pl.len().alias("responses"))
     )
     guardrails = (
         facts.incidents.with_columns(date=local_date("triggered_at", tz))
-        .group_by("date", "slice_key", "flag")
+        .group_by(*CELL, "flag")
         .agg(pl.len().alias("triggers"))
     )
     escalations = (
@@ -202,7 +205,7 @@ def build_cube(facts: Facts, tz: str, low_confidence_threshold: float) -> Cube:
             date=local_date("escalated_at", tz),
             destination=pl.col("destination").fill_null(UNKNOWN),
         )
-        .group_by("date", "slice_key", "destination")
+        .group_by(*CELL, "destination")
         .agg(pl.len().alias("escalations"))
     )
     return Cube(

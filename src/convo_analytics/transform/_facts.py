@@ -17,9 +17,8 @@ import polars as pl
 
 from convo_analytics.transform._frames import read_frame
 from convo_analytics.transform._redact import redact_expr
+from convo_analytics.transform._slices import DIMENSIONS, slices_of, with_slice_keys
 
-#: Dimensions every fact and every daily cube is sliced by.
-DIMENSIONS = ("channel", "locale", "source", "intent")
 UNKNOWN = "unknown"
 POSITIVE_RATING = 4
 #: Escalations that hand a lead to sales: by destination, reason or owning team.
@@ -27,47 +26,95 @@ SALES_DESTINATIONS = ("crm", "sales")
 SALES_REASONS = ("sales_opportunity",)
 CONTACT_FLAGS = ("pii.email", "pii.phone")
 
-#: A small integer per conversation, the same in every query (ids are unique), so that
-#: ten million messages are joined and grouped on integers rather than on strings.
-_KEYS = "(SELECT id, row_number() OVER (ORDER BY id)::UINTEGER AS conv_key FROM conversations)"
 
-_CONVERSATIONS = f"""
-SELECT k.conv_key, c.id AS conversation_id, c.workspace_id, c.external_user_id, c.channel, c.locale,
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Which conversations' facts to read: a SQL condition on a conversation id column.
+
+    Facts are per conversation (everything a conversation's facts depend on
+    carries its id), so any set of conversations can be read and derived on
+    its own: all of them, one hash chunk of them (a full rebuild in bounded
+    memory), or the ids listed in a registered table (the changed ones).
+    A NULL conversation id (a guardrail event without one) counts as ''.
+    """
+
+    condition: str = "TRUE"
+    #: A condition on the messages (``m``) that all messages of the scope's conversations
+    #: meet, so that DuckDB skips the rest by its zone maps (e.g. the runs that wrote them).
+    messages: str = "TRUE"
+
+    def on(self, column: str) -> str:
+        return self.condition.replace("{id}", f"coalesce({column}, '')")
+
+
+ALL = Scope()
+
+
+def hash_chunk(index: int, chunks: int) -> Scope:
+    """The conversations whose id hashes to ``index`` of ``chunks`` (DuckDB's hash: any
+    spread will do, the facts do not depend on it)."""
+    return Scope(f"hash({{id}}) % {chunks} = {index}")
+
+
+def listed_in(table: str, messages: str = "TRUE") -> Scope:
+    """The conversations whose ids a table (or registered frame) of ``id`` lists."""
+    return Scope(f"{{id}} IN (SELECT id FROM {table})", messages)
+
+
+#: The scope's conversations, read once per read into a temporary table, each with a
+#: small integer key (ids are unique) so that ten million messages are joined and
+#: grouped on integers rather than on strings.
+_SCOPED = "_facts_conversations"
+_SCOPE = f"""
+CREATE OR REPLACE TEMP TABLE {_SCOPED} AS
+SELECT row_number() OVER (ORDER BY id)::UINTEGER AS conv_key, id, workspace_id,
+       external_user_id, channel, locale, source, intent, status, created_at, ended_at,
+       escalated, escalation_count, feedback_rating, feedback_at, detail_updated_at
+FROM conversations WHERE {{scope}}
+"""
+
+#: The newest lead of each conversation (ties broken by the lead's id, so that every read
+#: picks the same one).
+_CONVERSATIONS = """
+SELECT c.conv_key, c.id AS conversation_id, c.workspace_id, c.external_user_id, c.channel, c.locale,
        c.source, c.intent AS conversation_intent, c.status, c.created_at AS started_at,
        c.ended_at, c.escalated, c.escalation_count, c.feedback_rating, c.feedback_at,
        c.detail_updated_at,
        l.id AS lead_id, l.score AS lead_score, l.intent AS lead_intent,
        l.created_at AS scored_at, l.qualified_at, l.updated_at AS lead_updated_at,
        (l.email IS NOT NULL OR l.phone IS NOT NULL) AS lead_has_contact
-FROM conversations c JOIN {_KEYS} k ON k.id = c.id
-LEFT JOIN (SELECT DISTINCT ON (conversation_id) * FROM leads
-           ORDER BY conversation_id, updated_at DESC) l ON l.conversation_id = c.id
+FROM {scoped} c
+LEFT JOIN (SELECT DISTINCT ON (conversation_id) * FROM leads WHERE {lead_scope}
+           ORDER BY conversation_id, updated_at DESC, id) l ON l.conversation_id = c.id
 """
 
 #: Only user and assistant messages count in any metric (agents and system notes do not).
-_MESSAGES = f"""
+#: ``_digest`` hashes what a message adds to the daily marts (see :func:`footprints`).
+_MESSAGES = """
 SELECT k.conv_key, m.position, m.role = 'user' AS is_user, m.role = 'assistant' AS is_assistant,
-       m.created_at, m.latency_ms, m.model_tier, m.confidence
-FROM messages m JOIN {_KEYS} k ON k.id = m.conversation_id
-WHERE m.role IN ('user', 'assistant')
+       m.created_at, m.latency_ms, m.model_tier, m.confidence,
+       hash(m.created_at, m.role, m.model_tier, m.confidence, m.latency_ms) AS _digest
+FROM messages m JOIN {scoped} k ON k.id = m.conversation_id
+WHERE m.role IN ('user', 'assistant') AND {hint}
 """
 
-#: A webhook-only fact counts when no detail lists it and it is newer than the detail.
-_NEWER_THAN_DETAIL = """
-    NOT EXISTS (SELECT 1 FROM {api} a WHERE a.id = e.{key})
-    AND NOT EXISTS (SELECT 1 FROM conversations c WHERE c.id = e.conversation_id
-                    AND c.detail_updated_at IS NOT NULL AND e.{at} <= c.detail_updated_at)
+#: A webhook-only fact counts when no detail lists it and it is newer than the detail (the
+#: event's conversation, when loaded, is among the scope's: it carries the same id).
+_NEWER_THAN_DETAIL = f"""
+    NOT EXISTS (SELECT 1 FROM {{api}} a WHERE a.id = e.{{key}})
+    AND NOT EXISTS (SELECT 1 FROM {_SCOPED} c WHERE c.id = e.conversation_id
+                    AND c.detail_updated_at IS NOT NULL AND e.{{at}} <= c.detail_updated_at)
 """
 
 _ESCALATIONS = f"""
 SELECT id AS escalation_id, conversation_id, created_at AS escalated_at, reason_code,
        destination, owner, priority, origin, 'api' AS seen_in
-FROM conversation_escalations
+FROM conversation_escalations WHERE {{api_scope}}
 UNION ALL
 SELECT escalation_key, conversation_id, escalated_at, reason_code, destination, owner,
        priority, origin, 'webhook'
 FROM escalations e
-WHERE {
+WHERE {{event_scope}} AND {
     _NEWER_THAN_DETAIL.format(
         api="conversation_escalations", key="escalation_key", at="escalated_at"
     )
@@ -75,14 +122,14 @@ WHERE {
 """
 
 _INCIDENTS = f"""
-SELECT id AS incident_id, conversation_id, message_id, triggered_at, flag, rule, category,
-       severity, action, excerpt, 'api' AS seen_in
-FROM conversation_guardrail_events
+SELECT id AS incident_id, conversation_id, NULL::VARCHAR AS event_workspace_id, message_id,
+       triggered_at, flag, rule, category, severity, action, excerpt, 'api' AS seen_in
+FROM conversation_guardrail_events WHERE {{api_scope}}
 UNION ALL
-SELECT guardrail_event_id, conversation_id, message_id, triggered_at, flag, rule, category,
-       severity, action, excerpt, 'webhook'
+SELECT guardrail_event_id, conversation_id, workspace_id, message_id, triggered_at, flag, rule,
+       category, severity, action, excerpt, 'webhook'
 FROM guardrail_events e
-WHERE {
+WHERE {{event_scope}} AND {
     _NEWER_THAN_DETAIL.format(
         api="conversation_guardrail_events", key="guardrail_event_id", at="triggered_at"
     )
@@ -94,9 +141,9 @@ WHERE {
 class Facts:
     """Everything the marts are made of, read from the warehouse once.
 
-    Every fact carries the ``slice_key`` of its conversation's dimensions
-    (``slices`` maps a key to the values), so that the cube groups on one
-    integer; ``messages`` also carry the integer ``conv_key``.
+    Every fact carries the ``workspace_id`` and the ``slice_key`` of its
+    conversation's dimensions (``slices`` maps a key to the values), so that
+    the cube groups on them; ``messages`` also carry the integer ``conv_key``.
     """
 
     conversations: pl.DataFrame
@@ -106,31 +153,66 @@ class Facts:
     slices: pl.DataFrame
 
 
-def read_facts(con: duckdb.DuckDBPyConnection) -> Facts:
-    """Read the warehouse and derive the per-conversation, escalation and incident facts."""
-    escalations = read_frame(con, _ESCALATIONS)
-    incidents = read_frame(con, _INCIDENTS)
-    messages = read_frame(con, _MESSAGES)
-    conversations = _conversation_facts(
-        read_frame(con, _CONVERSATIONS), messages, escalations, incidents
+def read_facts(con: duckdb.DuckDBPyConnection, scope: Scope = ALL) -> Facts:
+    """Read the warehouse and derive the facts of the conversations in ``scope``.
+
+    The facts of a conversation depend only on rows carrying its id, so the
+    facts of a scope are exactly those rows of the facts of all conversations.
+    """
+    con.execute(_SCOPE.format(scope=scope.on("id")))
+    escalations = read_frame(
+        con,
+        _ESCALATIONS.format(
+            api_scope=scope.on("conversation_id"), event_scope=scope.on("e.conversation_id")
+        ),
     )
-    dims = conversations.select("conversation_id", "external_user_id", *DIMENSIONS)
-    incidents = _incident_facts(incidents, escalations, dims)
-    slices = (
-        pl.concat([conversations.select(DIMENSIONS), incidents.select(DIMENSIONS)])
-        .unique()
-        .sort(DIMENSIONS)
-        .with_row_index("slice_key")
-        .with_columns(pl.col("slice_key").cast(pl.Int32))
+    incidents = read_frame(
+        con,
+        _INCIDENTS.format(
+            api_scope=scope.on("conversation_id"), event_scope=scope.on("e.conversation_id")
+        ),
     )
-    conversations = conversations.join(slices, on=list(DIMENSIONS), how="left")
-    keys = conversations.select("conversation_id", "conv_key", "slice_key")
+    messages = read_frame(con, _MESSAGES.format(scoped=_SCOPED, hint=scope.messages))
+    listed = read_frame(
+        con, _CONVERSATIONS.format(scoped=_SCOPED, lead_scope=scope.on("conversation_id"))
+    )
+    con.execute(f"DROP TABLE {_SCOPED}")
+    conversations = _conversation_facts(listed, messages, escalations, incidents)
+    dims = conversations.select(
+        "conversation_id",
+        "external_user_id",
+        "workspace_id",
+        *DIMENSIONS,
+        pl.lit(True).alias("_known"),
+    )
+    incidents = with_slice_keys(_incident_facts(incidents, escalations, dims))
+    conversations = with_slice_keys(conversations)
+    slices = pl.concat([slices_of(conversations), slices_of(incidents)]).unique().sort(DIMENSIONS)
+    keyed = conversations.select("conversation_id", "conv_key", "workspace_id", "slice_key")
     return Facts(
         conversations=conversations,
-        messages=messages.join(keys.drop("conversation_id"), on="conv_key", how="inner"),
-        escalations=escalations.join(keys.drop("conv_key"), on="conversation_id", how="inner"),
-        incidents=incidents.join(slices, on=list(DIMENSIONS), how="left"),
+        messages=messages.join(keyed.drop("conversation_id"), on="conv_key", how="inner"),
+        escalations=escalations.join(keyed.drop("conv_key"), on="conversation_id", how="inner"),
+        incidents=incidents,
         slices=slices,
+    )
+
+
+def footprints(facts: Facts) -> pl.DataFrame:
+    """Per conversation: its workspace and slice, the span of its counted messages and a
+    digest of them: the 64-bit sum (wrapping, so order-free) of DuckDB's hash of each
+    message's time, role, tier, confidence and latency. Equal digests mean the same
+    messages for every practical purpose (a collision is a 1 in 2^64 chance); a DuckDB
+    whose hash differs only makes changed conversations look changed."""
+    spans = facts.messages.group_by("conv_key").agg(
+        pl.col("created_at").min().alias("first_message_at"),
+        pl.col("created_at").max().alias("last_message_at"),
+        pl.col("_digest").sum().reinterpret(signed=True).alias("messages_digest"),
+    )
+    return (
+        facts.conversations.select("conv_key", "conversation_id", "workspace_id", "slice_key")
+        .join(spans, on="conv_key", how="left")
+        .drop("conv_key")
     )
 
 
@@ -152,14 +234,24 @@ def _first_exchange(messages: pl.DataFrame) -> pl.DataFrame:
         .group_by("conv_key")
         .agg(pl.col("created_at").get(pl.col("position").arg_min()).alias("first_response_at"))
     )
-    responses = assistant.group_by("conv_key").agg(
-        pl.len().alias("assistant_responses"),
-        # summed as integers of 10^-9: the same answer whatever order the rows come in
-        (
-            (pl.col("confidence").fill_null(0.0) * 1e9).round().cast(pl.Int64).sum()
-            / pl.len()
-            / 1e9
-        ).alias("avg_confidence"),
+    # summed as integers of 10^-9: the same answer whatever order the rows come in. Scaled
+    # by multiplying (see _ms_between), after the aggregation.
+    responses = (
+        assistant.group_by("conv_key")
+        .agg(
+            pl.len().alias("assistant_responses"),
+            (pl.col("confidence").fill_null(0.0) * 1e9)
+            .round()
+            .cast(pl.Int64)
+            .sum()
+            .alias("_confidence_nanos"),
+        )
+        .with_columns(
+            (pl.col("_confidence_nanos") / pl.col("assistant_responses") * 1e-9).alias(
+                "avg_confidence"
+            )
+        )
+        .drop("_confidence_nanos")
     )
     return (
         first_user.drop("_fu_pos")
@@ -169,7 +261,11 @@ def _first_exchange(messages: pl.DataFrame) -> pl.DataFrame:
 
 
 def _ms_between(later: str, earlier: str) -> pl.Expr:
-    return (pl.col(later) - pl.col(earlier)).dt.total_microseconds() / 1000.0
+    """Milliseconds between two times. Multiplied by 0.001 rather than divided by 1000:
+    polars divides a column of one row exactly but a longer one by multiplying with the
+    reciprocal, so a division would give a conversation's figure in the last bit differently
+    alone (an incremental run) than among others (a full one)."""
+    return (pl.col(later) - pl.col(earlier)).dt.total_microseconds() * 0.001
 
 
 def _conversation_facts(
@@ -228,7 +324,7 @@ def _conversation_facts(
         "first_response_at",
         _ms_between("first_response_at", "engaged_at").alias("first_response_ms"),
         pl.when(pl.col("status") == "resolved")
-        .then(_ms_between("ended_at", "started_at") / 1000.0)
+        .then(_ms_between("ended_at", "started_at") * 0.001)
         .alias("resolution_seconds"),
         escalated.alias("escalated"),
         pl.col("escalations").fill_null(0),
@@ -272,6 +368,10 @@ def _incident_facts(
             "incident_id",
             "triggered_at",
             "conversation_id",
+            pl.when(pl.col("_known"))
+            .then(pl.col("workspace_id"))
+            .otherwise(pl.col("event_workspace_id"))
+            .alias("workspace_id"),
             "external_user_id",
             "message_id",
             "flag",

@@ -21,6 +21,13 @@ def read_frame(
     return frame
 
 
+def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None = None) -> Any:
+    """The first column of a query's first row (None without rows); the result is read to
+    its end, as DuckDB wants before the connection does anything else."""
+    rows = con.execute(sql, list(params) if params else None).fetchall()
+    return rows[0][0] if rows else None
+
+
 def empty_frame(table: Table) -> pl.DataFrame:
     """A frame with no rows and the mart's columns (types follow on insert)."""
     return pl.DataFrame({c.name: [] for c in table.columns})

@@ -14,11 +14,11 @@ from convo_analytics.transform._published import Filters, dimension_filter, requ
 from convo_analytics.warehouse._marts import MART_GUARDRAIL_INCIDENTS
 
 #: Columns of the incident log, in the order reviewers and exports see them (the excerpt
-#: redacted or not, as asked).
+#: redacted or not, as asked; the workspace is the warehouse's one until several are served).
 INCIDENT_COLUMNS = tuple(
     c.name
     for c in MART_GUARDRAIL_INCIDENTS.columns
-    if c.name not in ("excerpt_redacted", "seen_in")
+    if c.name not in ("excerpt_redacted", "seen_in", "workspace_id")
 )
 INCIDENT_QUERY = (
     "SELECT * FROM mart_guardrail_incidents "

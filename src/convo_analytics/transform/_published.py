@@ -18,9 +18,10 @@ import polars as pl
 
 from convo_analytics.errors import UserError
 from convo_analytics.transform._cube import TIER, Cube, build_cube
-from convo_analytics.transform._facts import DIMENSIONS, read_facts
-from convo_analytics.transform._frames import read_frame
+from convo_analytics.transform._facts import read_facts
+from convo_analytics.transform._frames import read_frame, scalar
 from convo_analytics.transform._metrics import LATENCY_QUANTILES, MEDIANS
+from convo_analytics.transform._slices import DIMENSIONS
 from convo_analytics.warehouse import Table
 from convo_analytics.warehouse._marts import DAILY_MARTS, MART_DAILY_PERCENTILES, MART_SLICES
 from convo_analytics.warehouse._tables import snake_case
@@ -146,12 +147,38 @@ def load_cube(
         if low_confidence_threshold is not None
         else (run.low_confidence_threshold if run else 0.5)
     )
-    lo, hi = first or date(1, 1, 1), last or date(9999, 12, 31)
     if run is None or tz not in run.timezones or threshold != run.low_confidence_threshold:
         cube = build_cube(read_facts(con), tz, threshold)
+        lo, hi = first or date(1, 1, 1), last or date(9999, 12, 31)
         return cube.between(lo, hi).sliced(filters)
+    percentiles = MART_DAILY_PERCENTILES.name in run.marts
+    return read_marts_cube(
+        con,
+        tz,
+        threshold,
+        first=first,
+        last=last,
+        filters=filters,
+        by_dimension=by_dimension or not percentiles,
+    )
+
+
+def read_marts_cube(
+    con: duckdb.DuckDBPyConnection,
+    tz: str,
+    threshold: float,
+    *,
+    first: date | None = None,
+    last: date | None = None,
+    filters: Filters | None = None,
+    by_dimension: bool = True,
+) -> Cube:
+    """The cube the marts hold for ``tz`` (the caller knows they hold it), restricted to
+    ``first``..``last`` and the filters; the summed-away form when ``by_dimension`` is off
+    and the range's days are one workspace's (per-day percentiles are a workspace's)."""
+    lo, hi = first or date(1, 1, 1), last or date(9999, 12, 31)
     summary_only = not by_dimension and not filters and first is not None and last is not None
-    if summary_only and MART_DAILY_PERCENTILES.name in run.marts:
+    if summary_only and _workspaces(con, tz, lo, hi) <= 1:
         assert first is not None and last is not None
         return _summary_cube(con, tz, threshold, first, last)
     frames = {}
@@ -167,13 +194,25 @@ def load_cube(
     return Cube.of(tz, threshold, frames, slices=slices)
 
 
+def _workspaces(con: duckdb.DuckDBPyConnection, tz: str, first: date, last: date) -> int:
+    """How many workspaces (NULL counting as one) have percentile rows in the range."""
+    return int(
+        scalar(
+            con,
+            f"SELECT count(DISTINCT coalesce(workspace_id, chr(0))) FROM "
+            f"{MART_DAILY_PERCENTILES.name} WHERE timezone = ? AND date BETWEEN ? AND ?",
+            [tz, first, last],
+        )
+    )
+
+
 def _summed(name: str, table: Table, dated: str) -> str:
     """The mart's rows with the slices (and, for histograms, the days) summed away."""
     keep = _KEYS[name]
     sums = ", ".join(
-        f"sum({c.name}) AS {c.name}"
+        f"sum({c.name})::BIGINT AS {c.name}"
         for c in table.columns
-        if c.name not in (*keep, "slice_key", "timezone", "date", "model_tier")
+        if c.name not in (*keep, "workspace_id", "slice_key", "timezone", "date", "model_tier")
         and c.name != "low_confidence_threshold"
     )
     return f"SELECT {dated} AS date, {', '.join((*keep, sums))} FROM {table.name} " + (
@@ -193,7 +232,7 @@ def _summary_cube(
         frames[name] = read_frame(con, _summed(name, table, dated), params)
     percentiles = read_frame(
         con,
-        f"SELECT * EXCLUDE (timezone) FROM {MART_DAILY_PERCENTILES.name} "
+        f"SELECT * EXCLUDE (timezone, workspace_id) FROM {MART_DAILY_PERCENTILES.name} "
         "WHERE timezone = ? AND date BETWEEN ? AND ?",
         params,
     )

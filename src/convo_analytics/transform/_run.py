@@ -1,36 +1,54 @@
-"""`convo transform`: facts and daily cubes rebuilt from the warehouse and swapped in at once."""
+"""`convo transform`: the marts brought up to date with the warehouse in one transaction.
+
+A run is incremental when the marts were built under the same definition
+version, zones and threshold: it finds the conversations that changed since
+the last transform (decision D-TRANSFORM-CHANGES) and rewrites the partitions
+they touch. Otherwise, or with ``--full``, it rebuilds every partition, in
+bounded memory. Either way the marts are the same, row for row, and a
+failure or a kill leaves the previous ones whole.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 import duckdb
 import orjson
-import polars as pl
 
-from convo_analytics.transform._cube import Cube, build_cube
-from convo_analytics.transform._facts import read_facts
-from convo_analytics.transform._frames import replace_marts
-from convo_analytics.transform._metrics import daily_percentiles
-from convo_analytics.transform._reconcile import Mismatch, reconcile, service_days
-from convo_analytics.warehouse import Table, transaction
-from convo_analytics.warehouse._marts import (
-    DAILY_MARTS,
-    MART_CONVERSATIONS,
-    MART_DAILY_PERCENTILES,
-    MART_ESCALATIONS,
-    MART_GUARDRAIL_INCIDENTS,
-    MART_SLICES,
-    TRANSFORM_RUNS,
+from convo_analytics.transform._frames import scalar
+from convo_analytics.transform._mart_set import drop_staging, swap_in_staging
+from convo_analytics.transform._partitions import (
+    describe,
+    drop_temporaries,
+    find_changed_conversations,
+    find_new_runs,
+    full_reason,
+    read_state,
+    record_watermarks,
+    write_state,
 )
-from convo_analytics.warehouse._tables import snake_case
+from convo_analytics.transform._published import read_marts_cube
+from convo_analytics.transform._rebuild import RebuildStats, rebuild_changed, stage_all
+from convo_analytics.transform._reconcile import Mismatch, reconcile, service_days
+from convo_analytics.transform._versions import DEFINITION_VERSION
+from convo_analytics.warehouse import transaction
+from convo_analytics.warehouse._marts import REBUILT_MARTS, TRANSFORM_RUNS
 
 log = logging.getLogger(__name__)
+
+#: DuckDB's own memory while a transform runs (its default is 80 % of the machine): joins
+#: and sorts beyond it spill to disk, so the polars frames have the rest.
+DUCKDB_MEMORY_LIMIT = "512MB"
+#: Past this share of all conversations changed, recomputing everything costs less (and
+#: an incremental run's one transaction would hold that much in memory).
+MOSTLY_CHANGED = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,16 +58,24 @@ class TransformConfig:
     reconcile: bool = True
     #: Relative difference from the service's figure allowed before a mismatch is listed.
     tolerance: float = 0.01
+    #: Rebuild every partition even when the marts could be brought up to date.
+    full: bool = False
 
 
 @dataclass(slots=True)
 class TransformResult:
     transform_run_id: str
     status: str = "running"
+    mode: str = "incremental"
+    full_reason: str | None = None
+    #: Conversations whose facts were recomputed (all of them when full).
+    changed_conversations: int = 0
     conversations: int = 0
     messages: int = 0
     incidents: int = 0
     mart_rows: dict[str, int] = field(default_factory=dict)
+    #: The partitions rewritten and why (see ``partitions.describe``).
+    partitions: dict[str, Any] = field(default_factory=lambda: {"count": 0, "partitions": []})
     mismatches: list[Mismatch] = field(default_factory=list)
     #: Days of the service's own summary compared (0: nothing to compare with; None: not asked).
     reconciled_days: int | None = None
@@ -60,10 +86,15 @@ class TransformResult:
         return {
             "transform_run_id": self.transform_run_id,
             "status": self.status,
+            "mode": self.mode,
+            "full_reason": self.full_reason,
+            "definition_version": DEFINITION_VERSION,
+            "changed_conversations": self.changed_conversations,
             "conversations": self.conversations,
             "messages": self.messages,
             "incidents": self.incidents,
             "mart_rows": self.mart_rows,
+            "partitions": self.partitions,
             "mismatches": [m.as_json() for m in self.mismatches],
             "reconciled_days": self.reconciled_days,
             "duration_seconds": round(self.duration_seconds, 3),
@@ -71,67 +102,133 @@ class TransformResult:
         }
 
 
-def _daily_frames(cubes: list[Cube]) -> dict[Table, pl.DataFrame]:
-    frames: dict[Table, pl.DataFrame] = {}
-    for name, table in DAILY_MARTS.items():
-        parts = []
-        for cube in cubes:
-            part = getattr(cube, name).with_columns(timezone=pl.lit(cube.timezone))
-            if name == "messages":
-                part = part.with_columns(
-                    low_confidence_threshold=pl.lit(cube.low_confidence_threshold)
-                )
-            parts.append(part)
-        frames[table] = pl.concat(parts, how="diagonal_relaxed")
-    return frames
+#: DuckDB settings while a transform runs: the memory above, and rows inserted in any
+#: order (the marts have no order; keeping it makes DuckDB insert on one thread).
+_SETTINGS = {"memory_limit": DUCKDB_MEMORY_LIMIT, "preserve_insertion_order": "false"}
 
 
-def _percentile_rows(cube: Cube) -> pl.DataFrame:
-    frame = daily_percentiles(cube).with_columns(timezone=pl.lit(cube.timezone))
-    return frame.rename({name: snake_case(name) for name in frame.columns if name != "date"})
+@contextmanager
+def _duckdb_settings(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    before = {name: scalar(con, f"SELECT current_setting('{name}')") for name in _SETTINGS}
+    for name, value in _SETTINGS.items():
+        con.execute(f"SET {name} = '{value}'")
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is not None:
+                con.execute(f"SET {name} = '{value}'")
 
 
 def run_transform(con: duckdb.DuckDBPyConnection, config: TransformConfig) -> TransformResult:
-    """Rebuild every mart; on failure the previous marts stay as they were."""
+    """Bring the marts up to date; on failure the previous marts stay as they were."""
     result = TransformResult(transform_run_id=uuid.uuid4().hex[:16])
     started = datetime.now(UTC)
     clock = time.perf_counter()
-    try:
-        facts = read_facts(con)
-        cubes = [build_cube(facts, tz, config.low_confidence_threshold) for tz in config.timezones]
-        frames: dict[Table, pl.DataFrame] = {
-            MART_CONVERSATIONS: facts.conversations,
-            MART_ESCALATIONS: facts.escalations,
-            MART_GUARDRAIL_INCIDENTS: facts.incidents,
-            MART_SLICES: facts.slices,
-            **_daily_frames(cubes),
-            MART_DAILY_PERCENTILES: pl.concat(
-                [_percentile_rows(cube) for cube in cubes], how="diagonal_relaxed"
-            ),
-        }
-        result.conversations = facts.conversations.height
-        result.messages = facts.messages.height
-        result.incidents = facts.incidents.height
-        result.mart_rows = {table.name: frame.height for table, frame in frames.items()}
-        if config.reconcile:
-            result.reconciled_days = sum(service_days(con, cube.timezone) for cube in cubes)
-            for cube in cubes:
-                result.mismatches += reconcile(con, cube, config.tolerance)
-            if not result.reconciled_days:
-                log.info("reconciliation: no service summary to compare with")
-        for m in result.mismatches:
-            log.warning("reconciliation: %s", m.describe())
+
+    def finish(stats: RebuildStats) -> None:
+        _finish(con, config, result, stats)
         result.status = "ok"
         result.duration_seconds = time.perf_counter() - clock
-        replace_marts(con, frames, [_run_row(result, config, started)])
+        con.execute(*_run_row(result, config, started))
+
+    try:
+        with _duckdb_settings(con):
+            drop_staging(con)  # what a run killed while staging left
+            reason = _incremental(con, config, finish)
+            if reason is not None:
+                log.info("transform: rebuilding every partition: %s", reason)
+                result.mode, result.full_reason = "full", reason
+                find_new_runs(con, all_runs=True)
+                stats = stage_all(con, tuple(config.timezones), config.low_confidence_threshold)
+                with transaction(con):
+                    swap_in_staging(con)
+                    finish(stats)
     except Exception as exc:
         result.status = "failed"
         result.error = f"{type(exc).__name__}: {exc}"
         result.duration_seconds = time.perf_counter() - clock
+        drop_staging(con)
         with transaction(con):
             con.execute(*_run_row(result, config, started))
         raise
+    finally:
+        drop_temporaries(con)
+    for m in result.mismatches:
+        log.warning("reconciliation: %s", m.describe())
     return result
+
+
+def _incremental(
+    con: duckdb.DuckDBPyConnection,
+    config: TransformConfig,
+    finish: Callable[[RebuildStats], None],
+) -> str | None:
+    """Bring the marts up to date in place, in one transaction; or, without writing
+    anything, say why every partition must be rebuilt instead."""
+    zones, threshold = tuple(config.timezones), config.low_confidence_threshold
+    reason = full_reason(read_state(con), zones, threshold, asked=config.full)
+    if reason is not None:
+        return reason
+    with transaction(con):
+        find_new_runs(con, all_runs=False)
+        changed = find_changed_conversations(con)
+        total = int(scalar(con, "SELECT count(*) FROM conversations"))
+        if changed > 1000 and changed > MOSTLY_CHANGED * total:
+            return f"most conversations changed ({changed} of {total})"
+        finish(rebuild_changed(con, zones, threshold))
+    return None
+
+
+def _finish(
+    con: duckdb.DuckDBPyConnection,
+    config: TransformConfig,
+    result: TransformResult,
+    stats: RebuildStats,
+) -> None:
+    """What every run writes with its marts: watermarks, state, counts, reconciliation."""
+    full = result.mode == "full"
+    record_watermarks(con, result.transform_run_id, replace=full)
+    write_state(
+        con,
+        tuple(config.timezones),
+        config.low_confidence_threshold,
+        result.transform_run_id,
+        full=full,
+    )
+    result.changed_conversations = stats.conversations
+    result.messages = stats.messages
+    result.partitions = describe(stats.partitions)
+    result.mart_rows = {
+        table.name: int(scalar(con, f"SELECT count(*) FROM {table.name}"))
+        for table in REBUILT_MARTS
+    }
+    result.conversations = result.mart_rows["mart_conversations"]
+    result.incidents = result.mart_rows["mart_guardrail_incidents"]
+    if config.reconcile:
+        _reconcile(con, config, result)
+
+
+def _reconcile(
+    con: duckdb.DuckDBPyConnection, config: TransformConfig, result: TransformResult
+) -> None:
+    """Compare the new marts with the service's summary, day by day, in every zone."""
+    result.reconciled_days = 0
+    for tz in config.timezones:
+        days = service_days(con, tz)
+        if not days:
+            continue
+        result.reconciled_days += days
+        first, last = con.execute(
+            "SELECT min(date), max(date) FROM service_summaries WHERE timezone = ?", [tz]
+        ).fetchall()[0]
+        assert isinstance(first, date) and isinstance(last, date)
+        cube = read_marts_cube(
+            con, tz, config.low_confidence_threshold, first=first, last=last, by_dimension=False
+        )
+        result.mismatches += reconcile(con, cube, config.tolerance)
+    if not result.reconciled_days:
+        log.info("reconciliation: no service summary to compare with")
 
 
 def _run_row(
@@ -152,6 +249,11 @@ def _run_row(
         orjson.dumps([m.as_json() for m in result.mismatches]).decode(),
         result.duration_seconds,
         result.error,
+        result.mode,
+        result.full_reason,
+        DEFINITION_VERSION,
+        result.changed_conversations,
+        orjson.dumps(result.partitions).decode(),
     ]
     marks = ", ".join("?" * len(cols))
     sql = f"INSERT INTO {TRANSFORM_RUNS.name} ({', '.join(cols)}) VALUES ({marks})"

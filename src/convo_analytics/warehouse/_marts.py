@@ -1,8 +1,11 @@
-"""The marts `convo transform` writes: facts, the daily cube, and its run log.
+"""The marts `convo transform` writes: facts, the daily cube, their bookkeeping and run log.
 
-They are rebuilt whole by every transform and swapped in one transaction, so
-a reader sees one transform's marts or the next one's, never a mix. The
-metric definitions they serve are in docs/warehouse.md ("Metrics").
+The daily marts are partitioned by (workspace, time zone, day): a transform
+rewrites the partitions that what changed touches (or all of them, with
+``--full``), all in one transaction, so a reader sees one transform's marts
+or the next one's, never a mix. The metric definitions they serve are in
+docs/warehouse.md ("Metrics"); which definition version built them is in
+``mart_state``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,13 @@ _DIMS = (
     Column("source", "VARCHAR", doc="the conversation's metadata source ('unknown' when absent)"),
     Column("intent", "VARCHAR", doc="the conversation's intent, else its lead's, else 'unknown'"),
 )
+_WORKSPACE = Column(
+    "workspace_id",
+    "VARCHAR",
+    doc="the conversation's workspace (NULL when the service gave none: a partition of its own)",
+)
 _DAY = (
+    _WORKSPACE,
     Column("timezone", "VARCHAR NOT NULL", doc="the IANA zone days are cut in"),
     Column("date", "DATE NOT NULL", doc="the calendar day in that zone"),
 )
@@ -26,7 +35,7 @@ def _mart(name: str, doc: str, *columns: Column) -> Table:
     return Table(name, columns, (), doc, indexed=False)
 
 
-_SLICE = Column("slice_key", "INTEGER", doc="the slice: its dimensions are in mart_slices")
+_SLICE = Column("slice_key", "BIGINT", doc="the slice: its dimensions are in mart_slices")
 
 
 def _daily(name: str, doc: str, *columns: Column) -> Table:
@@ -72,6 +81,7 @@ MART_ESCALATIONS = _mart(
     "One row per escalation, from details and webhook events (counted once).",
     Column("escalation_id", "VARCHAR"),
     Column("conversation_id", "VARCHAR"),
+    Column("workspace_id", "VARCHAR", doc="its conversation's workspace"),
     Column("escalated_at", _TS),
     Column("reason_code", "VARCHAR"),
     Column("destination", "VARCHAR"),
@@ -86,6 +96,11 @@ MART_GUARDRAIL_INCIDENTS = _mart(
     Column("incident_id", "VARCHAR"),
     Column("triggered_at", _TS),
     Column("conversation_id", "VARCHAR"),
+    Column(
+        "workspace_id",
+        "VARCHAR",
+        doc="its conversation's workspace, else the event's (a conversation not loaded yet)",
+    ),
     Column("external_user_id", "VARCHAR", doc="the end user (for repeated incidents)"),
     Column("message_id", "VARCHAR"),
     Column("flag", "VARCHAR", doc="the policy flag, e.g. pii.email"),
@@ -103,7 +118,11 @@ MART_GUARDRAIL_INCIDENTS = _mart(
 MART_SLICES = _mart(
     "mart_slices",
     "The slices the daily marts are cut by: one row per combination of dimension values seen.",
-    Column("slice_key", "INTEGER", doc="the key the daily marts carry"),
+    Column(
+        "slice_key",
+        "BIGINT",
+        doc="the key the daily marts carry: a hash of the four values (the same in every run)",
+    ),
     *_DIMS,
 )
 MART_DAILY_CONVERSATIONS = _daily(
@@ -165,7 +184,8 @@ MART_DAILY_DURATIONS = _daily(
 MART_DAILY_PERCENTILES = _mart(
     "mart_daily_percentiles",
     "Each day's percentiles over the whole workspace (no slices), kept so that a summary "
-    "export reads them instead of recomputing them from the histograms.",
+    "export reads them instead of recomputing them from the histograms; a row per workspace, "
+    "zone and day that has conversations or messages.",
     *_DAY,
     Column("latency_p50_ms", "DOUBLE"),
     Column("latency_p90_ms", "DOUBLE"),
@@ -186,13 +206,79 @@ TRANSFORM_RUNS = Table(
         Column("conversations", "BIGINT", doc="rows of mart_conversations"),
         Column("messages", "BIGINT", doc="messages read"),
         Column("incidents", "BIGINT", doc="rows of mart_guardrail_incidents"),
-        Column("mart_rows", "JSON", doc="rows written per mart"),
+        Column("mart_rows", "JSON", doc="rows in each mart after the run"),
         Column("reconciliation", "JSON", doc="differences from the service's own summary"),
         Column("duration_seconds", "DOUBLE"),
         Column("error", "VARCHAR"),
+        Column("mode", "VARCHAR", doc="full or incremental"),
+        Column(
+            "full_reason",
+            "VARCHAR",
+            doc="why every partition was rebuilt: first transform, --full asked, definition "
+            "version, zones or threshold changed (NULL when incremental)",
+        ),
+        Column("definition_version", "INTEGER", doc="the definition version the marts follow"),
+        Column(
+            "changed_conversations",
+            "BIGINT",
+            doc="conversations whose facts were recomputed (all of them when full)",
+        ),
+        Column(
+            "partitions",
+            "JSON",
+            doc="the partitions rewritten and why: count, and per workspace and zone the days "
+            "(ranges) with their reasons",
+        ),
     ),
     ("transform_run_id",),
     "One row per `convo transform` run; the newest ok row says what the marts hold.",
+)
+
+MART_CONVERSATION_FOOTPRINTS = _mart(
+    "mart_conversation_footprints",
+    "Where each conversation's figures sit in the partitions, kept so that an incremental "
+    "transform knows which partitions a changed conversation leaves or enters.",
+    Column("conversation_id", "VARCHAR"),
+    Column("workspace_id", "VARCHAR"),
+    Column("slice_key", "BIGINT", doc="the slice its figures are in"),
+    Column("first_message_at", _TS, doc="its first user or assistant message"),
+    Column("last_message_at", _TS, doc="its last user or assistant message"),
+    Column(
+        "messages_digest",
+        "BIGINT",
+        doc="a 64-bit digest of what its messages add to the daily marts (time, role, tier, "
+        "confidence, latency): equal digests, unchanged message figures",
+    ),
+)
+MART_STATE = Table(
+    "mart_state",
+    (
+        Column("definition_version", "INTEGER", doc="the definition version the marts follow"),
+        Column("timezones", "VARCHAR[]", doc="the zones the daily marts are cut in"),
+        Column("low_confidence_threshold", "DOUBLE"),
+        Column("transform_run_id", "VARCHAR", doc="the transform that last wrote the marts"),
+        Column("built_at", _TS, doc="when every partition was last rebuilt (a full transform)"),
+    ),
+    (),
+    "One row: what the marts were built with. A transform whose definition version, zones "
+    "or threshold differ rebuilds every partition.",
+    indexed=False,
+)
+MART_WATERMARKS = Table(
+    "mart_watermarks",
+    (
+        Column(
+            "source",
+            "VARCHAR",
+            doc="conversations or leads (extract runs, by last_run_id), events (ingest runs)",
+        ),
+        Column("run_id", "VARCHAR", doc="a run whose rows the marts include ('' for none)"),
+        Column("transform_run_id", "VARCHAR", doc="the transform that took them in"),
+    ),
+    (),
+    "The load runs whose rows the marts already include, per source table: rows stamped "
+    "with any other run id are what changed since (decision D-TRANSFORM-CHANGES).",
+    indexed=False,
 )
 
 DAILY_MARTS = {
@@ -203,12 +289,14 @@ DAILY_MARTS = {
     "escalations": MART_DAILY_ESCALATIONS,
     "durations": MART_DAILY_DURATIONS,
 }
-MART_TABLES = (
+#: What a full rebuild drops and creates again (the run log and the state are kept).
+REBUILT_MARTS = (
     MART_CONVERSATIONS,
+    MART_CONVERSATION_FOOTPRINTS,
     MART_ESCALATIONS,
     MART_GUARDRAIL_INCIDENTS,
     MART_SLICES,
     *DAILY_MARTS.values(),
     MART_DAILY_PERCENTILES,
-    TRANSFORM_RUNS,
 )
+MART_TABLES = (*REBUILT_MARTS, MART_STATE, MART_WATERMARKS, TRANSFORM_RUNS)

@@ -1,0 +1,310 @@
+"""Partitions of the daily marts: what changed since the last transform, and which
+(workspace, zone, day) partitions that touches.
+
+What changed is read from the run ids the loaders stamp on every row they
+write (``conversations.last_run_id``, ``leads.last_run_id``,
+``events.ingest_run_id``): the marts remember, in ``mart_watermarks``, every
+run id whose rows they include, so rows with any other id are new or changed
+(decision D-TRANSFORM-CHANGES). A conversation's facts depend only on rows
+carrying its id, so the unit of change is the conversation: the changed set
+is every conversation one of those rows belongs to, plus the few whose
+webhook facts a changed detail decides (D-FACT-SOURCES).
+
+Whether a run may be incremental at all is decided by :func:`full_reason`:
+marts built under another definition version, other zones or another
+low-confidence threshold are rebuilt whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from convo_analytics.transform._cube import local_date
+from convo_analytics.transform._frames import scalar
+from convo_analytics.transform._versions import DEFINITION_VERSION
+from convo_analytics.warehouse._marts import MART_STATE, MART_WATERMARKS
+
+#: A partition of the daily marts.
+PARTITION = ("workspace_id", "timezone", "date")
+PARTITION_SCHEMA = {"workspace_id": pl.String, "timezone": pl.String, "date": pl.Date}
+
+#: Source tables and the column holding the run that wrote each row.
+SOURCES = {
+    "conversations": ("conversations", "last_run_id"),
+    "leads": ("leads", "last_run_id"),
+    "events": ("events", "ingest_run_id"),
+}
+#: Event types whose rows feed the facts (escalations and guardrail incidents).
+FACT_EVENTS = ("escalation.created", "conversation.escalated", "guardrail.triggered")
+#: The temporary tables a run keeps its new run ids and its changed conversations in.
+NEW_RUNS = "_transform_new_runs"
+CHANGED = "_transform_changed"
+
+
+@dataclass(frozen=True, slots=True)
+class MartState:
+    """What the marts in the warehouse were built with (``mart_state``)."""
+
+    definition_version: int
+    timezones: tuple[str, ...]
+    low_confidence_threshold: float
+
+
+def read_state(con: duckdb.DuckDBPyConnection) -> MartState | None:
+    rows = con.execute(
+        f"SELECT definition_version, timezones, low_confidence_threshold FROM {MART_STATE.name}"
+    ).fetchall()
+    if len(rows) != 1 or rows[0][0] is None:
+        return None
+    version, zones, threshold = rows[0]
+    return MartState(int(version), tuple(zones or ()), float(threshold))
+
+
+def full_reason(
+    state: MartState | None, timezones: Sequence[str], threshold: float, *, asked: bool
+) -> str | None:
+    """Why this run must rebuild every partition, or None when it may be incremental."""
+    if asked:
+        return "--full asked"
+    if state is None:
+        return "first transform (no marts, or marts made before partitions)"
+    if state.definition_version != DEFINITION_VERSION:
+        return f"definition version {state.definition_version} -> {DEFINITION_VERSION}"
+    if state.timezones != tuple(timezones):
+        return f"time zones changed ({', '.join(state.timezones)} -> {', '.join(timezones)})"
+    if state.low_confidence_threshold != threshold:
+        return f"low-confidence threshold changed ({state.low_confidence_threshold} -> {threshold})"
+    return None
+
+
+def write_state(
+    con: duckdb.DuckDBPyConnection,
+    timezones: Sequence[str],
+    threshold: float,
+    transform_run_id: str,
+    *,
+    full: bool,
+) -> None:
+    """Record what the marts now follow (``built_at`` moves only with a full rebuild)."""
+    if full:
+        con.execute(f"DELETE FROM {MART_STATE.name}")
+        con.execute(
+            f"INSERT INTO {MART_STATE.name} VALUES (?, ?, ?, ?, now())",
+            [DEFINITION_VERSION, list(timezones), threshold, transform_run_id],
+        )
+    else:
+        con.execute(f"UPDATE {MART_STATE.name} SET transform_run_id = ?", [transform_run_id])
+
+
+# -- what changed ----------------------------------------------------------------------------
+
+
+def find_new_runs(con: duckdb.DuckDBPyConnection, *, all_runs: bool) -> int:
+    """Fill ``_transform_new_runs`` with the run ids of rows the marts do not include yet
+    (every run id present, for a full rebuild); returns how many."""
+    parts = []
+    for source, (table, column) in SOURCES.items():
+        seen = (
+            ""
+            if all_runs
+            else f" EXCEPT SELECT run_id FROM {MART_WATERMARKS.name} WHERE source = '{source}'"
+        )
+        parts.append(
+            f"SELECT '{source}' AS source, run_id FROM "
+            f"(SELECT DISTINCT coalesce({column}, '') AS run_id FROM {table}{seen})"
+        )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {NEW_RUNS} AS " + " UNION ALL ".join(parts))
+    return int(scalar(con, f"SELECT count(*) FROM {NEW_RUNS}"))
+
+
+#: Up to this many new runs are written into the SQL as constants, which DuckDB checks
+#: against each row group's minimum and maximum: rows of old runs are not even read.
+_LITERAL_RUNS = 200
+
+
+def written_by_new_runs(con: duckdb.DuckDBPyConnection, source: str, column: str) -> str:
+    """A SQL condition: ``column`` holds one of the source's new run ids (as constants when
+    they are few; '' stands for a NULL run id)."""
+    runs = [
+        str(r[0])
+        for r in con.execute(
+            f"SELECT run_id FROM {NEW_RUNS} WHERE source = ? ORDER BY run_id", [source]
+        ).fetchall()
+    ]
+    if not runs:
+        return "FALSE"
+    value = f"coalesce({column}, '')" if "" in runs else column
+    if len(runs) > _LITERAL_RUNS:
+        return f"{value} IN (SELECT run_id FROM {NEW_RUNS} WHERE source = '{source}')"
+    return f"{value} IN ({', '.join(_quoted(run) for run in runs)})"
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
+    """Fill ``_transform_changed`` (column ``id``; '' stands for a NULL conversation id) with
+    every conversation whose facts may differ from the marts'; returns how many.
+
+    Directly changed: a conversation row (a newer version, or a transcript, handoffs and
+    guardrail events swapped with its detail: the loader rewrites the row with them), a
+    lead (its conversation now, and the one whose newest lead it was), a fact event (new,
+    or completing a stored escalation). Then the conversations of webhook facts whose id a
+    changed detail lists or listed: whether such an event counts depends on that detail.
+    """
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _transform_changed_leads AS
+            SELECT id, conversation_id FROM leads
+            WHERE {written_by_new_runs(con, "leads", "last_run_id")}"""
+    )
+    types = ", ".join(f"'{t}'" for t in FACT_EVENTS)
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _transform_new_events AS
+            SELECT event_id, conversation_id FROM events
+            WHERE {written_by_new_runs(con, "events", "ingest_run_id")}
+              AND event_type IN ({types})"""
+    )
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _transform_direct AS
+        SELECT id FROM conversations
+        WHERE {written_by_new_runs(con, "conversations", "last_run_id")}
+        UNION SELECT coalesce(conversation_id, '') FROM _transform_changed_leads
+        UNION SELECT conversation_id FROM mart_conversations
+              WHERE lead_id IN (SELECT id FROM _transform_changed_leads)
+        UNION SELECT coalesce(conversation_id, '') FROM _transform_new_events
+        UNION SELECT coalesce(conversation_id, '') FROM escalations
+              WHERE event_id IN (SELECT event_id FROM _transform_new_events)
+        UNION SELECT coalesce(conversation_id, '') FROM guardrail_events
+              WHERE event_id IN (SELECT event_id FROM _transform_new_events)"""
+    )
+    direct = "(SELECT id FROM _transform_direct)"
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {CHANGED} AS
+        SELECT id FROM _transform_direct
+        UNION SELECT coalesce(conversation_id, '') FROM escalations WHERE escalation_key IN (
+            SELECT id FROM conversation_escalations WHERE conversation_id IN {direct}
+            UNION SELECT escalation_id FROM mart_escalations
+                  WHERE seen_in = 'api' AND conversation_id IN {direct})
+        UNION SELECT coalesce(conversation_id, '') FROM guardrail_events
+              WHERE guardrail_event_id IN (
+            SELECT id FROM conversation_guardrail_events WHERE conversation_id IN {direct}
+            UNION SELECT incident_id FROM mart_guardrail_incidents
+                  WHERE seen_in = 'api' AND conversation_id IN {direct})"""
+    )
+    for table in ("_transform_changed_leads", "_transform_new_events", "_transform_direct"):
+        con.execute(f"DROP TABLE {table}")
+    return int(scalar(con, f"SELECT count(*) FROM {CHANGED}"))
+
+
+def record_watermarks(
+    con: duckdb.DuckDBPyConnection, transform_run_id: str, *, replace: bool
+) -> None:
+    """Remember the new runs as included (all of them, replacing the list, when full)."""
+    if replace:
+        con.execute(f"DELETE FROM {MART_WATERMARKS.name}")
+    con.execute(
+        f"INSERT INTO {MART_WATERMARKS.name} SELECT source, run_id, ? FROM {NEW_RUNS}",
+        [transform_run_id],
+    )
+
+
+def drop_temporaries(con: duckdb.DuckDBPyConnection) -> None:
+    for table in (NEW_RUNS, CHANGED):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+# -- partition sets -----------------------------------------------------------------------------
+
+
+def no_partitions() -> pl.DataFrame:
+    return pl.DataFrame(schema={**PARTITION_SCHEMA, "why": pl.String})
+
+
+def days_between(
+    frame: pl.DataFrame, first: str, last: str, zones: Iterable[str], why: str
+) -> pl.DataFrame:
+    """Every partition from each row's ``first`` to its ``last`` day (both local), per zone."""
+    spans = frame.drop_nulls([first, last])
+    if spans.is_empty():
+        return no_partitions()
+    parts = [
+        spans.select(
+            pl.col("workspace_id").cast(pl.String),
+            pl.lit(tz).alias("timezone"),
+            pl.date_ranges(local_date(first, tz), local_date(last, tz)).alias("date"),
+        ).explode("date")
+        for tz in zones
+    ]
+    return pl.concat(parts).unique().with_columns(why=pl.lit(why)).select(*PARTITION, "why")
+
+
+def every_day(
+    workspaces: Sequence[str | None], zones: Sequence[str], first: date, last: date, why: str
+) -> pl.DataFrame:
+    """Every partition of those workspaces and zones from ``first`` to ``last``."""
+    days = pl.date_range(first, last, eager=True)
+    return pl.DataFrame(
+        [
+            {"workspace_id": ws, "timezone": tz, "date": day, "why": why}
+            for ws in workspaces
+            for tz in zones
+            for day in days
+        ],
+        schema={**PARTITION_SCHEMA, "why": pl.String},
+    )
+
+
+def month_groups(partitions: pl.DataFrame) -> list[pl.DataFrame]:
+    """The partitions split by calendar month of their day: what one pass reads at once."""
+    if partitions.is_empty():
+        return []
+    keyed = partitions.with_columns(_month=pl.col("date").dt.truncate("1mo"))
+    return [
+        group.drop("_month")
+        for _, group in sorted(keyed.group_by("_month"), key=lambda item: item[0][0])
+    ]
+
+
+def describe(partitions: pl.DataFrame) -> dict[str, Any]:
+    """The partitions rewritten, for ``transform_runs.partitions``: how many, and per
+    workspace, zone and reasons the days as ranges ("2026-03-01..2026-03-04")."""
+    unique = partitions.group_by(PARTITION).agg(pl.col("why").unique().sort())
+    groups = []
+    for ws, tz, whys, days in sorted(
+        unique.with_columns(pl.col("why").list.join(","))
+        .group_by("workspace_id", "timezone", "why")
+        .agg(pl.col("date").sort())
+        .iter_rows(),
+        key=lambda row: (row[0] or "", row[1], row[2]),
+    ):
+        groups.append(
+            {
+                "workspace_id": ws,
+                "timezone": tz,
+                "why": whys.split(","),
+                "days": _ranges(days),
+            }
+        )
+    return {"count": unique.height, "partitions": groups}
+
+
+def _ranges(days: Sequence[date]) -> str:
+    out: list[str] = []
+    start = prev = None
+    for day in days:
+        if prev is not None and day == prev + timedelta(days=1):
+            prev = day
+            continue
+        if start is not None:
+            out.append(f"{start}..{prev}" if start != prev else str(start))
+        start = prev = day
+    if start is not None:
+        out.append(f"{start}..{prev}" if start != prev else str(start))
+    return ", ".join(out)
