@@ -173,8 +173,13 @@ def test_a_warehouse_of_the_previous_release_upgrades_in_place(
     assert extract(running.url, ACME_KEY, fresh).ok
     for table in ("conversations", "messages", "leads", "conversation_escalations",
                   "conversation_guardrail_events", "raw_conversations", "raw_leads",
-                  "raw_conversation_details", "service_summaries"):  # fmt: skip
+                  "raw_conversation_details"):  # fmt: skip
         assert _table(old, table) == _table(fresh, table), table
+    # the summary's days are the last ones before each extraction: the days both hold agree
+    before, after = _table(old, "service_summaries"), _table(fresh, "service_summaries")
+    common = {row[2] for row in before} & {row[2] for row in after}
+    assert len(common) >= 20, "the two extractions' summary windows overlap"
+    assert {r for r in before if r[2] in common} == {r for r in after if r[2] in common}
     assert warehouse_rows(old, "SELECT DISTINCT workspace_id FROM bookmarks") == [("ws_acme",)]
     upgraded = extract(running.url, ACME_KEY, old)
     assert upgraded.ok
