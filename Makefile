@@ -53,9 +53,12 @@ format: install ## Format and fix what ruff can
 	$(RUN) ruff format src tests pipelines dashboards
 	$(RUN) ruff check --fix src tests pipelines dashboards
 
-test: install lint ## Lint, then run the whole test suite (needs Debian's chromium for the browser tests)
+test: install lint ## Lint, then run the whole test suite (needs Debian's chromium and postgresql)
 	@command -v chromium >/dev/null 2>&1 || { echo "make test needs Debian's chromium for the dashboard's browser tests:"; \
 	  echo "  sudo apt-get install -y chromium     (.ci/run installs it)"; exit 1; }
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
+	  echo "make test needs PostgreSQL's server (Debian's packages) for the lake and Dagster tests:"; \
+	  echo "  sudo apt-get install -y postgresql     (.ci/run installs it)"; exit 1; }
 	$(RUN) pytest -n 2 --dist loadfile
 
 bench: install ## Run the benchmarks; each prints its figures and the sizes it ran on

@@ -96,3 +96,15 @@ def page_all(
             return out
         query = {"cursor": body["nextCursor"], "limit": query.get("limit", 50)}
     raise AssertionError(f"{path} did not finish within {max_pages} pages")
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A PostgreSQL server of Debian's packages on a free loopback port, for the session
+    (started only by the tests that ask for it); each test makes its own database."""
+    from postgres_support import INSTALL_HINT, postgres_bin, running_postgres
+
+    if postgres_bin() is None:
+        pytest.fail(INSTALL_HINT)
+    with running_postgres() as server:
+        yield server
