@@ -48,8 +48,8 @@ SENTENCES = ["How do I reset my password?", "I was charged twice this month",
              "Here is how to reset it: open Settings, then Security.",
              "Refunds reach the original card within 14 days."]  # fmt: skip
 #: The synthetic warehouse's layout version, in its file name: a builder change makes a new
-#: file instead of reusing one without the new columns (3: message text and run ids).
-LAYOUT = 3
+#: file instead of reusing one without the new columns (4: message text, run ids and workspaces).
+LAYOUT = 4
 BUILD_RUN = "20251121T000000Z-build"
 
 
@@ -101,7 +101,8 @@ def _messages(con: duckdb.DuckDBPyConnection, ids: str, n: int, count: int, run:
     start = _start(n)
     con.execute(
         f"""INSERT INTO messages BY NAME
-        SELECT 'm' || i || '_' || p AS id, 'c' || i AS conversation_id, p AS position,
+        SELECT 'm' || i || '_' || p AS id, 'ws_bench' AS workspace_id,
+               'c' || i AS conversation_id, p AS position,
                CASE WHEN p % 2 = 0 THEN 'user' ELSE 'assistant' END AS role,
                {_pick("i + p", "say", SENTENCES)} || ' (#' || (i % 9973) || ')' AS text,
                {start} + to_microseconds((p * 30 + hash(i, p) % 20)::BIGINT * 1000000)
@@ -132,7 +133,8 @@ def _children(con: duckdb.DuckDBPyConnection, ids: str, n: int, run: str) -> Non
     reasons = ["user_requested", "low_confidence", "sales_opportunity"]
     con.execute(
         f"""INSERT INTO conversation_escalations BY NAME
-        SELECT 'e' || i || '_' || k AS id, 'c' || i AS conversation_id, k AS position,
+        SELECT 'e' || i || '_' || k AS id, 'ws_bench' AS workspace_id,
+               'c' || i AS conversation_id, k AS position,
                {start} + to_microseconds((90 + k * 60)::BIGINT * 1000000) AS created_at,
                {_pick("i + k", "reason", reasons)} AS reason_code,
                {_pick("i + k", "dest", ["helpdesk", "live-chat", "crm"])} AS destination,
@@ -143,7 +145,8 @@ def _children(con: duckdb.DuckDBPyConnection, ids: str, n: int, run: str) -> Non
     flags = ["pii.email", "pii.phone", "prompt_injection", "blocked_term"]
     con.execute(
         f"""INSERT INTO conversation_guardrail_events BY NAME
-        SELECT 'g' || i AS id, 'c' || i AS conversation_id, 0 AS position,
+        SELECT 'g' || i AS id, 'ws_bench' AS workspace_id, 'c' || i AS conversation_id,
+               0 AS position,
                'm' || i || '_0' AS message_id, {start} AS triggered_at,
                {_pick("i", "flag", flags)} AS flag,
                'rule' AS rule, 'privacy' AS category, 'medium' AS severity, 'logged' AS action,
