@@ -19,11 +19,17 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from convo_analytics.transform import TransformConfig, run_transform, summary_body
+from convo_analytics.transform import (
+    TransformConfig,
+    incidents,
+    repeated,
+    run_transform,
+    summary_body,
+)
 from convo_analytics.transform._cube import Cube
 from convo_analytics.transform._frames import read_frame
 from convo_analytics.warehouse import open_warehouse
-from convo_analytics.warehouse._marts import DAILY_MARTS, MART_SLICES, REBUILT_MARTS
+from convo_analytics.warehouse._marts import DAILY_MARTS, MART_SLICES
 from incremental_support import (
     BASE,
     ZONES,
@@ -33,10 +39,13 @@ from incremental_support import (
     iso,
     load_conversations,
     load_leads,
+    marts,
 )
 
 CONFIG = TransformConfig(timezones=ZONES, reconcile=False)
 WORKSPACES = ("ws_a", "ws_b")
+#: Days holding everything the world does (late replies and events included).
+SPAN = (BASE.date() - timedelta(days=25), BASE.date() + timedelta(days=60))
 
 
 @dataclass
@@ -120,10 +129,6 @@ def _rows_of(marts: dict[str, pl.DataFrame], workspace: str) -> dict[str, pl.Dat
     }
 
 
-def _marts(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
-    return {t.name: read_frame(con, f"SELECT * FROM {t.name} ORDER BY ALL") for t in REBUILT_MARTS}
-
-
 def _summary(con: duckdb.DuckDBPyConnection, workspace: str, tz: str) -> dict[str, Any]:
     """The service summary of one workspace over the whole world, from its mart rows."""
     frames = {
@@ -136,8 +141,14 @@ def _summary(con: duckdb.DuckDBPyConnection, workspace: str, tz: str) -> dict[st
         for name, table in DAILY_MARTS.items()
     }
     cube = Cube.of(tz, 0.5, frames, slices=read_frame(con, f"SELECT * FROM {MART_SLICES.name}"))
-    first, last = BASE.date() - timedelta(days=25), BASE.date() + timedelta(days=60)
+    first, last = SPAN
     return summary_body(cube, first, last, workspace_id=workspace, generated_at="fixed")
+
+
+def _repeats(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Conversations with guardrail incidents, each one of its workspace."""
+    log = incidents(con, *SPAN, with_workspace=True)
+    return repeated(log, "conversation_id", minimum=1).sort("workspace_id", "conversation_id")
 
 
 def test_two_workspaces_with_the_same_ids_have_the_facts_and_marts_each_would_alone(
@@ -151,10 +162,11 @@ def test_two_workspaces_with_the_same_ids_have_the_facts_and_marts_each_would_al
     try:
         last = run_transform(both, CONFIG)
         assert last.mode == "incremental", last.full_reason
-        incremental = _marts(both)
+        incremental = marts(both)
         summaries = {(ws, tz): _summary(both, ws, tz) for ws in WORKSPACES for tz in ZONES}
+        repeats = _repeats(both)
         assert run_transform(both, replace(CONFIG, full=True)).mode == "full"
-        full = _marts(both)
+        full = marts(both)
         # the same conversation, message, escalation and guardrail ids in both, apart
         shared = both.execute(
             """SELECT (SELECT count(*) FROM (SELECT conversation_id FROM mart_conversations
@@ -163,6 +175,7 @@ def test_two_workspaces_with_the_same_ids_have_the_facts_and_marts_each_would_al
                        GROUP BY ALL HAVING count(DISTINCT workspace_id) = 2))"""
         ).fetchall()[0]
         assert min(shared) > 0, shared
+        assert repeats.group_by("conversation_id").len()["len"].max() == 2, "shared ids"
     finally:
         both.close()
     assert_same_marts(incremental, full)
@@ -171,8 +184,9 @@ def test_two_workspaces_with_the_same_ids_have_the_facts_and_marts_each_would_al
         alone = _replay(tmp_path / f"{ws}.duckdb", script, ws)
         try:
             assert run_transform(alone, CONFIG).mode == "full"
-            own = _marts(alone)
+            own = marts(alone)
             assert set(own["mart_conversations"]["workspace_id"].to_list()) == {ws}
+            assert repeats.filter(pl.col("workspace_id") == ws).equals(_repeats(alone))
             for tz in ZONES:
                 expected = _summary(alone, ws, tz)
                 assert expected["totals"]["conversations"] > 0
