@@ -1,12 +1,20 @@
 """A small world of conversations loaded through the real loaders, and mart comparisons.
 
 The world changes the way the service does (new conversations, transcripts that grow,
-conversations reclassified, rated, escalated, moved to another workspace, leads
-scored and qualified and re-assigned, webhook events that arrive late or for
-conversations not loaded yet, re-fetches that change nothing) and is loaded the way
-`convo extract` and `convo webhooks ingest` load it: list pages and details through
-``warehouse._load`` in one transaction per batch, each batch with a run id of its own,
-and signed events through the real ingest of an archive file.
+conversations reclassified, rated, escalated, mislabelled, leads scored and qualified and
+re-assigned, webhook events that arrive late or for conversations not loaded yet,
+re-fetches that change nothing) and is loaded the way `convo extract` and `convo webhooks
+ingest` load it: each workspace's list pages and details through ``warehouse._load``
+stamped with that workspace (``stage_records(..., workspace=...)``), one transaction per
+workspace and batch, each batch with a run id of its own, and signed events through the
+real ingest of an archive file.
+
+It has two workspaces that number their records each on its own (a service that numbers
+records per workspace, decision D-WORKSPACE-ID): ``ws_b``'s conversations, messages,
+escalations, guardrail events and leads have the ids of ``ws_a``'s and are other records.
+A record's own ``workspaceId`` is sometimes wrong ("mislabel"): the extraction's
+workspace is what counts. Webhook events name their conversation's workspace, and some
+name the other workspace for the same conversation id: they belong to that one.
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ SECRET = b"whsec_incremental_tests_0123456789"
 BASE = datetime(2026, 3, 1, tzinfo=UTC)
 #: Zones whose days start 10 h before and 5.5 h after UTC's, so that days cut differently.
 ZONES = ("UTC", "Pacific/Honolulu", "Asia/Kolkata")
-WORKSPACES = ("ws_a", "ws_a", "ws_a", "ws_b", None)
+#: Where new conversations go (ws_a more often), each numbered in its own workspace.
+WORKSPACES = ("ws_a", "ws_a", "ws_b")
 CHANNELS = ("web", "web", "sms", "whatsapp")
 INTENTS = ("pricing", "support", None)
 SOURCES = ("homepage", "help-center", None)
@@ -47,7 +56,7 @@ def iso(moment: datetime) -> str:
 @dataclass
 class Conversation:
     id: str
-    workspace: str | None
+    workspace: str
     channel: str
     intent: str | None
     source: str | None
@@ -60,11 +69,17 @@ class Conversation:
     messages: list[dict[str, Any]] = field(default_factory=list)
     escalations: list[dict[str, Any]] = field(default_factory=list)
     guardrails: list[dict[str, Any]] = field(default_factory=list)
+    #: The workspace the record itself names (not trusted: the extraction's one counts).
+    claimed: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.workspace, self.id)
 
     def listed(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "workspaceId": self.workspace,
+            "workspaceId": self.claimed or self.workspace,
             "externalUserId": f"u_{self.id}",
             "channel": self.channel,
             "locale": "en-US",
@@ -101,10 +116,16 @@ class World:
     """The service's state, changed by operations drawn with a seed each."""
 
     def __init__(self) -> None:
-        self.conversations: dict[str, Conversation] = {}
-        self.leads: dict[str, dict[str, Any]] = {}
+        #: (workspace, id) -> the conversation; the same id may be in both workspaces.
+        self.conversations: dict[tuple[str, str], Conversation] = {}
+        #: (workspace, lead id) -> the lead.
+        self.leads: dict[tuple[str, str], dict[str, Any]] = {}
         self.runs = 0
         self.events = 0
+        #: The workspace whose webhook events first used each escalation or guardrail event
+        #: id: the per-kind event tables key a subject by its id alone, so an event of the
+        #: other workspace with that id takes a fresh one.
+        self.event_subjects: dict[str, str] = {}
 
     def run_id(self) -> str:
         self.runs += 1
@@ -135,23 +156,27 @@ class World:
             )  # fmt: skip
         c.updated = max(c.updated, at) + timedelta(seconds=30)
 
+    def in_workspace(self, workspace: str) -> list[Conversation]:
+        return [c for key, c in sorted(self.conversations.items()) if key[0] == workspace]
+
     def new_conversations(self, rng: random.Random) -> list[Conversation]:
         made = []
         for _ in range(rng.randrange(1, 6)):
-            cid = f"c{len(self.conversations):03d}"
+            workspace = rng.choice(WORKSPACES)
+            cid = f"c{len(self.in_workspace(workspace)):03d}"  # numbered per workspace
             start = BASE + timedelta(
                 days=rng.randrange(0, 8), hours=rng.choice((0, 1, 9, 13, 22, 23)),
                 minutes=rng.randrange(60),
             )  # fmt: skip
             c = Conversation(
-                cid, rng.choice(WORKSPACES), rng.choice(CHANNELS), rng.choice(INTENTS),
+                cid, workspace, rng.choice(CHANNELS), rng.choice(INTENTS),
                 rng.choice(SOURCES), start, start,
             )  # fmt: skip
             for k in range(rng.randrange(0, 4)):
                 self._exchange(c, rng, start + timedelta(minutes=3 * k))
             if rng.random() < 0.5:
                 c.status, c.ended = rng.choice(("resolved", "abandoned")), c.updated
-            self.conversations[cid] = c
+            self.conversations[c.key] = c
             made.append(c)
         return made
 
@@ -161,11 +186,12 @@ class World:
             return self.new_conversations(rng)
         changed = rng.sample(sorted(self.conversations), min(len(self.conversations), 3))
         out = []
-        for cid in changed:
-            c = self.conversations[cid]
+        for key in changed:
+            c = self.conversations[key]
+            cid = c.id
             what = rng.choice(
                 ("grow", "late_grow", "reclassify", "rate", "escalate", "flag", "retouch",
-                 "move", "close")
+                 "mislabel", "close")
             )  # fmt: skip
             later = c.updated + timedelta(minutes=rng.randrange(1, 90))
             if what == "grow":
@@ -189,35 +215,35 @@ class World:
                      "triggeredAt": iso(later), "flag": rng.choice(FLAGS), "rule": "r",
                      "action": rng.choice(("logged", "escalated")), "excerpt": "a@b.example"}
                 )  # fmt: skip
-            elif what == "move":
-                c.workspace = rng.choice(WORKSPACES)
+            elif what == "mislabel":  # the record names another workspace: it stays in its own
+                c.claimed = rng.choice(("ws_a", "ws_b", None))
             elif what == "close":
                 c.status, c.ended = rng.choice(("resolved", "abandoned")), later
             c.updated = max(c.updated, later)
             out.append(c)
         return out
 
-    def lead_changes(self, rng: random.Random) -> list[dict[str, Any]]:
+    def lead_changes(self, rng: random.Random) -> list[tuple[str, dict[str, Any]]]:
+        """Leads scored, qualified or re-assigned, each with the workspace it is extracted
+        from, its conversation's (lead ids are numbered per workspace too: ``l_c001`` may be
+        in both)."""
         if not self.conversations:
             return []
         out = []
         for _ in range(rng.randrange(1, 3)):
-            cid = rng.choice(sorted(self.conversations))
-            lead_id = rng.choice((f"l_{cid}", *sorted(self.leads)[:3]))
-            previous = self.leads.get(lead_id)
-            created = (
-                previous["createdAt"]
-                if previous
-                else iso(self.conversations[cid].created + timedelta(minutes=2))
-            )
-            updated = self.conversations[cid].created + timedelta(
-                minutes=rng.randrange(3, 600), days=len(self.leads) % 3
-            )
+            c = self.conversations[rng.choice(sorted(self.conversations))]
+            ws = c.workspace
+            theirs = sorted(lead for w, lead in self.leads if w == ws)
+            lead_id = rng.choice((f"l_{c.id}", *theirs[:3]))
+            previous = self.leads.get((ws, lead_id))
+            created = previous["createdAt"] if previous else iso(c.created + timedelta(minutes=2))
+            updated = c.created + timedelta(minutes=rng.randrange(3, 600), days=len(self.leads) % 3)
             if previous and iso(updated) < previous["updatedAt"]:
                 updated = datetime.fromisoformat(previous["updatedAt"]) + timedelta(minutes=1)
             score = float(rng.randrange(0, 101))
             lead = {
-                "id": lead_id, "conversationId": cid, "workspaceId": "ws_a",
+                "id": lead_id, "conversationId": c.id,
+                "workspaceId": rng.choice((ws, ws, "ws_a")),  # not trusted either
                 "createdAt": created, "updatedAt": iso(updated),
                 "status": "qualified" if score >= 70 else "scored", "score": score,
                 "intent": rng.choice(("pricing", "purchase", "support")),
@@ -225,37 +251,51 @@ class World:
                 "email": rng.choice((None, "x@y.example")), "phone": None,
                 "contactFields": [], "metadata": {},
             }  # fmt: skip
-            self.leads[lead_id] = lead
-            out.append(lead)
+            self.leads[(ws, lead_id)] = lead
+            out.append((ws, lead))
         return out
+
+    def _subject(self, rng: random.Random, workspace: str, known: list[str], fresh: str) -> str:
+        """An event's escalation or guardrail event id: sometimes one a detail of its
+        workspace lists, else a fresh one (never one the other workspace's events used)."""
+        chosen = rng.choice(known) if known and rng.random() < 0.4 else fresh
+        if self.event_subjects.setdefault(chosen, workspace) != workspace:
+            chosen = fresh
+            self.event_subjects[chosen] = workspace
+        return chosen
 
     def late_events(self, rng: random.Random) -> list[dict[str, Any]]:
         """Webhook events: some for facts a detail lists too, some late by weeks, some for a
-        conversation not loaded yet, some whose id another conversation's detail lists."""
+        conversation not loaded yet, some whose id another conversation's detail lists, some
+        naming the other workspace for a conversation id (that workspace's conversation of
+        the id, or one it has not loaded)."""
         out = []
-        ids = [*sorted(self.conversations), "ghost1", "ghost2"]
+        keys = [*sorted(self.conversations), ("ws_a", "ghost1"), ("ws_b", "ghost2")]
         for _ in range(rng.randrange(1, 5)):
             self.events += 1
-            cid = rng.choice(ids)
-            c = self.conversations.get(cid)
+            workspace, cid = rng.choice(keys)
+            c = self.conversations.get((workspace, cid))
+            if rng.random() < 0.2:  # the same id in the other workspace
+                workspace = "ws_b" if workspace == "ws_a" else "ws_a"
+            mine = self.in_workspace(workspace)
             at = (c.updated if c else BASE) + timedelta(
                 days=rng.choice((-20, 0, 0, 1, 21)), minutes=rng.randrange(1, 300)
             )
-            known = [e["id"] for x in self.conversations.values() for e in x.escalations]
             if rng.random() < 0.5:
-                eid = rng.choice(known) if known and rng.random() < 0.4 else f"we{self.events}"
+                known = [e["id"] for x in mine for e in x.escalations]
+                eid = self._subject(rng, workspace, known, f"we{self.events}")
                 out.append(
-                    {"event": "escalation.created", "timestamp": iso(at), "workspaceId": "ws_a",
+                    {"event": "escalation.created", "timestamp": iso(at), "workspaceId": workspace,
                      "conversationId": cid,
                      "data": {"escalationId": eid, "reasonCode": "user_requested",
                               "destination": rng.choice(DESTINATIONS), "origin": "manual"}}
                 )  # fmt: skip
             else:
-                known = [g["id"] for x in self.conversations.values() for g in x.guardrails]
-                gid = rng.choice(known) if known and rng.random() < 0.4 else f"wg{self.events}"
+                known = [g["id"] for x in mine for g in x.guardrails]
+                gid = self._subject(rng, workspace, known, f"wg{self.events}")
                 out.append(
                     {"event": "guardrail.triggered", "timestamp": iso(at),
-                     "workspaceId": rng.choice(("ws_a", "ws_b")), "conversationId": cid,
+                     "workspaceId": workspace, "conversationId": cid,
                      "data": {"guardrailEventId": gid, "messageId": "m", "flag": rng.choice(FLAGS),
                               "rule": "r", "action": "logged", "excerpt": "call 555 0100 1234"}}
                 )  # fmt: skip
@@ -265,24 +305,47 @@ class World:
 # -- loading it as the extractor and the ingest do -----------------------------------------------
 
 
+def by_workspace(items: list[Any], workspace_of: Any) -> dict[str, list[Any]]:
+    grouped: dict[str, list[Any]] = {}
+    for item in items:
+        grouped.setdefault(workspace_of(item), []).append(item)
+    return dict(sorted(grouped.items()))
+
+
 def load_conversations(
     con: duckdb.DuckDBPyConnection, conversations: list[Conversation], run_id: str
 ) -> None:
-    """One batch of the conversations stream: the list page and the details, one transaction."""
-    if not conversations:
-        return
+    """One batch of the conversations stream: per workspace, as its own extraction loads it
+    (the list page and the details stamped with the workspace), one transaction each."""
+    for workspace, batch in by_workspace(conversations, lambda c: c.workspace).items():
+        _load_workspace_conversations(con, workspace, batch, run_id)
+
+
+def _load_workspace_conversations(
+    con: duckdb.DuckDBPyConnection, workspace: str, conversations: list[Conversation], run_id: str
+) -> None:
     now = datetime.now(UTC)
     page = {"data": [c.listed() for c in conversations]}
     try:
         with transaction(con):
             load.stage_records(
-                con, "listed", [orjson.dumps(page)], RecordPaths("data", "id", "updatedAt")
+                con,
+                "listed",
+                [orjson.dumps(page)],
+                RecordPaths("data", "id", "updatedAt"),
+                workspace=workspace,
             )
             load.insert_raw(con, "raw_conversations", "listed", run_id, now)
             bodies = [orjson.dumps(c.detail()) for c in conversations]
-            load.stage_details(con, "detailed", bodies, RecordPaths(WHOLE_BODY, "id", "updatedAt"))
+            load.stage_details(
+                con,
+                "detailed",
+                bodies,
+                RecordPaths(WHOLE_BODY, "id", "updatedAt"),
+                workspace=workspace,
+            )
             load.insert_raw(con, "raw_conversation_details", "detailed", run_id, now)
-            load.merge_conversations(con, "listed", "detailed", run_id, now)
+            load.merge_conversations(con, "listed", "detailed", run_id, now, workspace=workspace)
     finally:
         load.unstage(con, "listed", "detailed")
 
@@ -297,22 +360,27 @@ def load_changes(con: duckdb.DuckDBPyConnection, world: World, seed: int) -> Non
     load_conversations(con, world.change(random.Random(seed)), world.run_id())
 
 
-def load_leads(con: duckdb.DuckDBPyConnection, leads: list[dict[str, Any]], run_id: str) -> None:
-    if not leads:
-        return
+def load_leads(
+    con: duckdb.DuckDBPyConnection, leads: list[tuple[str, dict[str, Any]]], run_id: str
+) -> None:
+    """Leads as each workspace's extraction loads them: (workspace, lead) pairs, the lead's
+    own ``workspaceId`` not trusted."""
     now = datetime.now(UTC)
-    try:
-        with transaction(con):
-            load.stage_records(
-                con,
-                "listed",
-                [orjson.dumps({"data": leads})],
-                RecordPaths("data", "id", "updatedAt"),
-            )
-            load.insert_raw(con, "raw_leads", "listed", run_id, now)
-            load.merge_leads(con, "listed", run_id, now)
-    finally:
-        load.unstage(con, "listed")
+    for workspace, pairs in by_workspace(leads, lambda pair: pair[0]).items():
+        batch = [lead for _, lead in pairs]
+        try:
+            with transaction(con):
+                load.stage_records(
+                    con,
+                    "listed",
+                    [orjson.dumps({"data": batch})],
+                    RecordPaths("data", "id", "updatedAt"),
+                    workspace=workspace,
+                )
+                load.insert_raw(con, "raw_leads", "listed", run_id, now)
+                load.merge_leads(con, "listed", run_id, now, workspace=workspace)
+        finally:
+            load.unstage(con, "listed")
 
 
 def ingest_events(db: Path, events: list[dict[str, Any]], name: str) -> None:

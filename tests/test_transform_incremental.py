@@ -161,7 +161,8 @@ def test_each_change_rewrites_the_partitions_it_touches_and_says_why(tmp_path: P
         # an escalation event for it, late by weeks: its own day's escalations
         when = rated.created + timedelta(days=40)
         event = {
-            "event": "escalation.created", "timestamp": iso(when), "workspaceId": "ws_a",
+            "event": "escalation.created", "timestamp": iso(when),
+            "workspaceId": rated.workspace,
             "conversationId": rated.id,
             "data": {"escalationId": "late1", "reasonCode": "user_requested",
                      "destination": "crm", "origin": "manual"},

@@ -174,7 +174,7 @@ DATED_SOURCES: dict[str, tuple[str, str, str]] = {
         f"""SELECT f.workspace_id, f.slice_key, c.started_at, c.engaged, c.status, c.escalated,
                   c.contained, c.qualified_at, c.feedback_rating, c.positive_feedback,
                   c.first_response_ms, c.resolution_seconds
-           FROM {{conversations}} c JOIN {_FEET} USING (conversation_id)
+           FROM {{conversations}} c JOIN {_FEET} USING (workspace_id, conversation_id)
            WHERE {{where}}""",
         "c.started_at",
         "c.conversation_id",
@@ -183,14 +183,15 @@ DATED_SOURCES: dict[str, tuple[str, str, str]] = {
         f"""SELECT f.workspace_id, f.slice_key, m.role = 'user' AS is_user,
                   m.role = 'assistant' AS is_assistant, m.created_at, m.latency_ms,
                   m.model_tier, m.confidence
-           FROM messages m JOIN {_FEET} ON f.conversation_id = m.conversation_id
+           FROM messages m JOIN {_FEET}
+             ON f.workspace_id = m.workspace_id AND f.conversation_id = m.conversation_id
            WHERE m.role IN ('user', 'assistant') AND {{where}}""",
         "m.created_at",
         "m.conversation_id",
     ),
     "escalations": (
         f"""SELECT f.workspace_id, f.slice_key, e.escalated_at, e.destination
-           FROM {{escalations}} e JOIN {_FEET} USING (conversation_id)
+           FROM {{escalations}} e JOIN {_FEET} USING (workspace_id, conversation_id)
            WHERE {{where}}""",
         "e.escalated_at",
         "e.conversation_id",

@@ -20,6 +20,8 @@ from convo_analytics.transform._redact import redact_expr
 from convo_analytics.transform._slices import DIMENSIONS, slices_of, with_slice_keys
 
 UNKNOWN = "unknown"
+#: What names a conversation: ids are the service's per workspace (D-WORKSPACE-ID).
+CONVERSATION_KEY = ["workspace_id", "conversation_id"]
 POSITIVE_RATING = 4
 #: Escalations that hand a lead to sales: by destination, reason or owning team.
 SALES_DESTINATIONS = ("crm", "sales")
@@ -29,13 +31,15 @@ CONTACT_FLAGS = ("pii.email", "pii.phone")
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """Which conversations' facts to read: a SQL condition on a conversation id column.
+    """Which conversations' facts to read: a SQL condition on a conversation's key, its
+    workspace and its id (decision D-WORKSPACE-ID: two workspaces may hold the same id).
 
     Facts are per conversation (everything a conversation's facts depend on
-    carries its id), so any set of conversations can be read and derived on
-    its own: all of them, one hash chunk of them (a full rebuild in bounded
-    memory), or the ids listed in a registered table (the changed ones).
-    A NULL conversation id (a guardrail event without one) counts as ''.
+    carries its workspace and its id), so any set of conversations can be read
+    and derived on its own: all of them, one hash chunk of them (a full rebuild
+    in bounded memory), or the keys listed in a registered table (the changed
+    ones). A NULL workspace or conversation id (a webhook event without one)
+    counts as ''.
     """
 
     condition: str = "TRUE"
@@ -43,38 +47,41 @@ class Scope:
     #: meet, so that DuckDB skips the rest by its zone maps (e.g. the runs that wrote them).
     messages: str = "TRUE"
 
-    def on(self, column: str) -> str:
-        return self.condition.replace("{id}", f"coalesce({column}, '')")
+    def on(self, workspace: str, column: str) -> str:
+        return self.condition.replace("{ws}", f"coalesce({workspace}, '')").replace(
+            "{id}", f"coalesce({column}, '')"
+        )
 
 
 ALL = Scope()
 
 
 def hash_chunk(index: int, chunks: int) -> Scope:
-    """The conversations whose id hashes to ``index`` of ``chunks`` (DuckDB's hash: any
+    """The conversations whose key hashes to ``index`` of ``chunks`` (DuckDB's hash: any
     spread will do, the facts do not depend on it)."""
-    return Scope(f"hash({{id}}) % {chunks} = {index}")
+    return Scope(f"hash({{ws}}, {{id}}) % {chunks} = {index}")
 
 
 def listed_in(table: str, messages: str = "TRUE") -> Scope:
-    """The conversations whose ids a table (or registered frame) of ``id`` lists."""
-    return Scope(f"{{id}} IN (SELECT id FROM {table})", messages)
+    """The conversations whose keys a table (or registered frame) of ``workspace_id, id``
+    lists."""
+    return Scope(f"({{ws}}, {{id}}) IN (SELECT workspace_id, id FROM {table})", messages)
 
 
 #: The scope's conversations, read once per read into a temporary table, each with a
-#: small integer key (ids are unique) so that ten million messages are joined and
+#: small integer key (keys are unique) so that ten million messages are joined and
 #: grouped on integers rather than on strings.
 _SCOPED = "_facts_conversations"
 _SCOPE = f"""
 CREATE OR REPLACE TEMP TABLE {_SCOPED} AS
-SELECT row_number() OVER (ORDER BY id)::UINTEGER AS conv_key, id, workspace_id,
+SELECT row_number() OVER (ORDER BY workspace_id, id)::UINTEGER AS conv_key, id, workspace_id,
        external_user_id, channel, locale, source, intent, status, created_at, ended_at,
        escalated, escalation_count, feedback_rating, feedback_at, detail_updated_at
 FROM conversations WHERE {{scope}}
 """
 
-#: The newest lead of each conversation (ties broken by the lead's id, so that every read
-#: picks the same one).
+#: The newest lead of each conversation of its workspace (ties broken by the lead's id, so
+#: that every read picks the same one).
 _CONVERSATIONS = """
 SELECT c.conv_key, c.id AS conversation_id, c.workspace_id, c.external_user_id, c.channel, c.locale,
        c.source, c.intent AS conversation_intent, c.status, c.created_at AS started_at,
@@ -84,8 +91,9 @@ SELECT c.conv_key, c.id AS conversation_id, c.workspace_id, c.external_user_id, 
        l.created_at AS scored_at, l.qualified_at, l.updated_at AS lead_updated_at,
        (l.email IS NOT NULL OR l.phone IS NOT NULL) AS lead_has_contact
 FROM {scoped} c
-LEFT JOIN (SELECT DISTINCT ON (conversation_id) * FROM leads WHERE {lead_scope}
-           ORDER BY conversation_id, updated_at DESC, id) l ON l.conversation_id = c.id
+LEFT JOIN (SELECT DISTINCT ON (workspace_id, conversation_id) * FROM leads WHERE {lead_scope}
+           ORDER BY workspace_id, conversation_id, updated_at DESC, id) l
+       ON l.workspace_id = c.workspace_id AND l.conversation_id = c.id
 """
 
 #: Only user and assistant messages count in any metric (agents and system notes do not).
@@ -94,24 +102,27 @@ _MESSAGES = """
 SELECT k.conv_key, m.position, m.role = 'user' AS is_user, m.role = 'assistant' AS is_assistant,
        m.created_at, m.latency_ms, m.model_tier, m.confidence,
        hash(m.created_at, m.role, m.model_tier, m.confidence, m.latency_ms) AS _digest
-FROM messages m JOIN {scoped} k ON k.id = m.conversation_id
+FROM messages m JOIN {scoped} k ON k.workspace_id = m.workspace_id AND k.id = m.conversation_id
 WHERE m.role IN ('user', 'assistant') AND {hint}
 """
 
-#: A webhook-only fact counts when no detail lists it and it is newer than the detail (the
-#: event's conversation, when loaded, is among the scope's: it carries the same id).
+#: A webhook-only fact counts when no detail of its workspace lists it and it is newer than
+#: the detail (the event's conversation, when loaded, is among the scope's: it carries the
+#: same workspace and id). An event is matched only within the workspace it names: the same
+#: id in another workspace is another conversation.
 _NEWER_THAN_DETAIL = f"""
-    NOT EXISTS (SELECT 1 FROM {{api}} a WHERE a.id = e.{{key}})
-    AND NOT EXISTS (SELECT 1 FROM {_SCOPED} c WHERE c.id = e.conversation_id
+    NOT EXISTS (SELECT 1 FROM {{api}} a WHERE a.workspace_id = e.workspace_id AND a.id = e.{{key}})
+    AND NOT EXISTS (SELECT 1 FROM {_SCOPED} c
+                    WHERE c.workspace_id = e.workspace_id AND c.id = e.conversation_id
                     AND c.detail_updated_at IS NOT NULL AND e.{{at}} <= c.detail_updated_at)
 """
 
 _ESCALATIONS = f"""
-SELECT id AS escalation_id, conversation_id, created_at AS escalated_at, reason_code,
-       destination, owner, priority, origin, 'api' AS seen_in
+SELECT id AS escalation_id, conversation_id, workspace_id, created_at AS escalated_at,
+       reason_code, destination, owner, priority, origin, 'api' AS seen_in
 FROM conversation_escalations WHERE {{api_scope}}
 UNION ALL
-SELECT escalation_key, conversation_id, escalated_at, reason_code, destination, owner,
+SELECT escalation_key, conversation_id, workspace_id, escalated_at, reason_code, destination, owner,
        priority, origin, 'webhook'
 FROM escalations e
 WHERE {{event_scope}} AND {
@@ -122,7 +133,7 @@ WHERE {{event_scope}} AND {
 """
 
 _INCIDENTS = f"""
-SELECT id AS incident_id, conversation_id, NULL::VARCHAR AS event_workspace_id, message_id,
+SELECT id AS incident_id, conversation_id, workspace_id, message_id,
        triggered_at, flag, rule, category, severity, action, excerpt, 'api' AS seen_in
 FROM conversation_guardrail_events WHERE {{api_scope}}
 UNION ALL
@@ -156,35 +167,26 @@ class Facts:
 def read_facts(con: duckdb.DuckDBPyConnection, scope: Scope = ALL) -> Facts:
     """Read the warehouse and derive the facts of the conversations in ``scope``.
 
-    The facts of a conversation depend only on rows carrying its id, so the
-    facts of a scope are exactly those rows of the facts of all conversations.
+    The facts of a conversation depend only on rows carrying its workspace and id, so
+    the facts of a scope are exactly those rows of the facts of all conversations.
     """
-    con.execute(_SCOPE.format(scope=scope.on("id")))
-    escalations = read_frame(
-        con,
-        _ESCALATIONS.format(
-            api_scope=scope.on("conversation_id"), event_scope=scope.on("e.conversation_id")
-        ),
-    )
-    incidents = read_frame(
-        con,
-        _INCIDENTS.format(
-            api_scope=scope.on("conversation_id"), event_scope=scope.on("e.conversation_id")
-        ),
-    )
+    con.execute(_SCOPE.format(scope=scope.on("workspace_id", "id")))
+    children = {
+        "api_scope": scope.on("workspace_id", "conversation_id"),
+        "event_scope": scope.on("e.workspace_id", "e.conversation_id"),
+    }
+    escalations = read_frame(con, _ESCALATIONS.format(**children))
+    incidents = read_frame(con, _INCIDENTS.format(**children))
     messages = read_frame(con, _MESSAGES.format(scoped=_SCOPED, hint=scope.messages))
     listed = read_frame(
-        con, _CONVERSATIONS.format(scoped=_SCOPED, lead_scope=scope.on("conversation_id"))
+        con,
+        _CONVERSATIONS.format(
+            scoped=_SCOPED, lead_scope=scope.on("workspace_id", "conversation_id")
+        ),
     )
     con.execute(f"DROP TABLE {_SCOPED}")
     conversations = _conversation_facts(listed, messages, escalations, incidents)
-    dims = conversations.select(
-        "conversation_id",
-        "external_user_id",
-        "workspace_id",
-        *DIMENSIONS,
-        pl.lit(True).alias("_known"),
-    )
+    dims = conversations.select("workspace_id", "conversation_id", "external_user_id", *DIMENSIONS)
     incidents = with_slice_keys(_incident_facts(incidents, escalations, dims))
     conversations = with_slice_keys(conversations)
     slices = pl.concat([slices_of(conversations), slices_of(incidents)]).unique().sort(DIMENSIONS)
@@ -192,7 +194,7 @@ def read_facts(con: duckdb.DuckDBPyConnection, scope: Scope = ALL) -> Facts:
     return Facts(
         conversations=conversations,
         messages=messages.join(keyed.drop("conversation_id"), on="conv_key", how="inner"),
-        escalations=escalations.join(keyed.drop("conv_key"), on="conversation_id", how="inner"),
+        escalations=escalations.join(keyed.drop("conv_key"), on=CONVERSATION_KEY, how="inner"),
         incidents=incidents,
         slices=slices,
     )
@@ -274,7 +276,7 @@ def _conversation_facts(
     escalations: pl.DataFrame,
     incidents: pl.DataFrame,
 ) -> pl.DataFrame:
-    esc = escalations.group_by("conversation_id").agg(
+    esc = escalations.group_by(CONVERSATION_KEY).agg(
         pl.len().alias("escalations"),
         pl.col("escalated_at").min().alias("first_escalated_at"),
         pl.col("escalated_at")
@@ -286,7 +288,7 @@ def _conversation_facts(
         .min()
         .alias("handed_off_at"),
     )
-    inc = incidents.group_by("conversation_id").agg(
+    inc = incidents.group_by(CONVERSATION_KEY).agg(
         pl.len().alias("guardrail_triggers"),
         pl.col("triggered_at")
         .filter(pl.col("flag").is_in(CONTACT_FLAGS))
@@ -295,8 +297,8 @@ def _conversation_facts(
     )
     facts = (
         convs.join(_first_exchange(messages), on="conv_key", how="left")
-        .join(esc, on="conversation_id", how="left")
-        .join(inc, on="conversation_id", how="left")
+        .join(esc, on=CONVERSATION_KEY, how="left")
+        .join(inc, on=CONVERSATION_KEY, how="left")
     )
     has_contact = (
         pl.col("lead_has_contact").fill_null(False) | pl.col("_contact_seen_at").is_not_null()
@@ -349,29 +351,31 @@ def _conversation_facts(
 def _incident_facts(
     incidents: pl.DataFrame, escalations: pl.DataFrame, dims: pl.DataFrame
 ) -> pl.DataFrame:
-    """One row per guardrail incident, with whether the conversation was escalated over it."""
+    """One row per guardrail incident, with whether the conversation was escalated over it.
+
+    An incident is its workspace's (a detail's: its conversation's; a webhook event's: the
+    one it names); its conversation, when loaded, is the one of that id in that workspace.
+    Incident ids are unique within a workspace only."""
+    key = ["workspace_id", "incident_id"]
     later = (
-        incidents.select("incident_id", "conversation_id", "triggered_at")
+        incidents.select(*key, "conversation_id", "triggered_at")
         .join(
-            escalations.select("conversation_id", "escalated_at"),
-            on="conversation_id",
+            escalations.select(*CONVERSATION_KEY, "escalated_at"),
+            on=CONVERSATION_KEY,
             how="inner",
         )
         .filter(pl.col("escalated_at") >= pl.col("triggered_at"))
-        .group_by("incident_id")
+        .group_by(key)
         .agg(pl.col("escalated_at").min())
     )
     return (
-        incidents.join(later, on="incident_id", how="left")
-        .join(dims, on="conversation_id", how="left")
+        incidents.join(later, on=key, how="left")
+        .join(dims, on=CONVERSATION_KEY, how="left")
         .select(
             "incident_id",
             "triggered_at",
             "conversation_id",
-            pl.when(pl.col("_known"))
-            .then(pl.col("workspace_id"))
-            .otherwise(pl.col("event_workspace_id"))
-            .alias("workspace_id"),
+            "workspace_id",
             "external_user_id",
             "message_id",
             "flag",
@@ -388,5 +392,5 @@ def _incident_facts(
             *(pl.col(d).fill_null(UNKNOWN) for d in DIMENSIONS),
             "seen_in",
         )
-        .sort("triggered_at", "incident_id")
+        .sort("triggered_at", "incident_id", "workspace_id", nulls_last=True)
     )

@@ -14,7 +14,7 @@ from convo_analytics.transform._published import Filters, dimension_filter, requ
 from convo_analytics.warehouse._marts import MART_GUARDRAIL_INCIDENTS
 
 #: Columns of the incident log, in the order reviewers and exports see them (the excerpt
-#: redacted or not, as asked; the workspace is the warehouse's one until several are served).
+#: redacted or not, as asked; the workspace only when asked for, see :func:`incidents`).
 INCIDENT_COLUMNS = tuple(
     c.name
     for c in MART_GUARDRAIL_INCIDENTS.columns
@@ -35,22 +35,27 @@ def incidents(
     *,
     redact: bool = True,
     filters: Filters | None = None,
+    with_workspace: bool = False,
 ) -> pl.DataFrame:
     """One row per incident that happened on ``first``..``last`` (days cut in ``tz``).
 
     With ``redact`` (the default) the excerpt has emails, card and phone
     numbers replaced; without it the excerpt is as the service sent it.
+    ``with_workspace`` adds ``workspace_id`` last: ids are the service's per
+    workspace, so a log of several workspaces needs it to tell their
+    conversations apart (``filters`` may name ``workspace_id`` too).
     """
+    columns = (*INCIDENT_COLUMNS, *(("workspace_id",) if with_workspace else ()))
     require_marts(con)
     lo, hi = day_bounds(first, last)
     frame = read_frame(con, INCIDENT_QUERY, [lo, hi])
     if frame.is_empty():
-        return frame.select(INCIDENT_COLUMNS)
+        return frame.select(columns)
     frame = frame.filter(
         local_date("triggered_at", tz).is_between(first, last) & dimension_filter(filters)
     )
     excerpt = "excerpt_redacted" if redact else "excerpt"
-    return frame.with_columns(pl.col(excerpt).alias("excerpt")).select(INCIDENT_COLUMNS)
+    return frame.with_columns(pl.col(excerpt).alias("excerpt")).select(columns)
 
 
 def day_bounds(first: date, last: date) -> tuple[str, str]:
@@ -72,17 +77,24 @@ def repeated(
     by: Literal["conversation_id", "external_user_id"],
     minimum: int = 2,
 ) -> pl.DataFrame:
-    """Conversations (or end users) with at least ``minimum`` incidents, most first."""
+    """Conversations (or end users) with at least ``minimum`` incidents, most first.
+
+    When the log has ``workspace_id`` (``incidents(..., with_workspace=True)``), a
+    conversation or an end user is one of a workspace: the same id in two workspaces
+    is two of them, and the workspace is a column of the result."""
+    keys = ["workspace_id", by] if "workspace_id" in frame.columns else [by]
+    conversation = ["workspace_id", "conversation_id"] if len(keys) > 1 else ["conversation_id"]
     return (
         frame.filter(pl.col(by).is_not_null())
-        .group_by(by)
+        .group_by(keys)
         .agg(
             pl.len().cast(pl.Int64).alias("incidents"),
             pl.col("flag").unique().sort().alias("flags"),
             pl.col("triggered_at").min().alias("first_at"),
             pl.col("triggered_at").max().alias("last_at"),
-            pl.col("conversation_id").n_unique().cast(pl.Int64).alias("conversations"),
+            pl.struct(conversation).n_unique().cast(pl.Int64).alias("conversations"),
         )
         .filter(pl.col("incidents") >= minimum)
-        .sort("incidents", by, descending=[True, False])
+        .sort("incidents", *keys, descending=[True, *(False for _ in keys)], nulls_last=True)
+        .select(by, *(k for k in keys if k != by), pl.exclude(keys))
     )

@@ -6,9 +6,10 @@ write (``conversations.last_run_id``, ``leads.last_run_id``,
 ``events.ingest_run_id``): the marts remember, in ``mart_watermarks``, every
 run id whose rows they include, so rows with any other id are new or changed
 (decision D-TRANSFORM-CHANGES). A conversation's facts depend only on rows
-carrying its id, so the unit of change is the conversation: the changed set
-is every conversation one of those rows belongs to, plus the few whose
-webhook facts a changed detail decides (D-FACT-SOURCES).
+carrying its workspace and id, so the unit of change is the conversation,
+named by both (D-WORKSPACE-ID): the changed set is every conversation one of
+those rows belongs to, plus the few whose webhook facts a changed detail
+decides (D-FACT-SOURCES).
 
 Whether a run may be incremental at all is decided by :func:`full_reason`:
 marts built under another definition version, other zones or another
@@ -150,53 +151,61 @@ def _quoted(text: str) -> str:
 
 
 def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
-    """Fill ``_transform_changed`` (column ``id``; '' stands for a NULL conversation id) with
-    every conversation whose facts may differ from the marts'; returns how many.
+    """Fill ``_transform_changed`` (columns ``workspace_id, id``: a conversation is named by
+    both, D-WORKSPACE-ID; '' stands for a NULL) with every conversation whose facts may
+    differ from the marts'; returns how many.
 
     Directly changed: a conversation row (a newer version, or a transcript, handoffs and
     guardrail events swapped with its detail: the loader rewrites the row with them), a
     lead (its conversation now, and the one whose newest lead it was), a fact event (new,
-    or completing a stored escalation). Then the conversations of webhook facts whose id a
-    changed detail lists or listed: whether such an event counts depends on that detail.
+    or completing a stored escalation; its conversation is the one of that id in the
+    workspace it names). Then the conversations of webhook facts whose id a changed
+    detail of their workspace lists or listed: whether such an event counts depends on
+    that detail.
     """
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _transform_changed_leads AS
-            SELECT id, conversation_id FROM leads
+            SELECT workspace_id, id, conversation_id FROM leads
             WHERE {written_by_new_runs(con, "leads", "last_run_id")}"""
     )
     types = ", ".join(f"'{t}'" for t in FACT_EVENTS)
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _transform_new_events AS
-            SELECT event_id, conversation_id FROM events
+            SELECT event_id, workspace_id, conversation_id FROM events
             WHERE {written_by_new_runs(con, "events", "ingest_run_id")}
               AND event_type IN ({types})"""
     )
+    key = "coalesce(workspace_id, ''), coalesce(conversation_id, '')"
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _transform_direct AS
-        SELECT id FROM conversations
+        SELECT workspace_id, id FROM conversations
         WHERE {written_by_new_runs(con, "conversations", "last_run_id")}
-        UNION SELECT coalesce(conversation_id, '') FROM _transform_changed_leads
-        UNION SELECT conversation_id FROM mart_conversations
-              WHERE lead_id IN (SELECT id FROM _transform_changed_leads)
-        UNION SELECT coalesce(conversation_id, '') FROM _transform_new_events
-        UNION SELECT coalesce(conversation_id, '') FROM escalations
+        UNION SELECT {key} FROM _transform_changed_leads
+        UNION SELECT {key} FROM mart_conversations
+              WHERE (workspace_id, lead_id) IN (
+                  SELECT workspace_id, id FROM _transform_changed_leads)
+        UNION SELECT {key} FROM _transform_new_events
+        UNION SELECT {key} FROM escalations
               WHERE event_id IN (SELECT event_id FROM _transform_new_events)
-        UNION SELECT coalesce(conversation_id, '') FROM guardrail_events
+        UNION SELECT {key} FROM guardrail_events
               WHERE event_id IN (SELECT event_id FROM _transform_new_events)"""
     )
-    direct = "(SELECT id FROM _transform_direct)"
+    direct = "(SELECT workspace_id, id FROM _transform_direct)"
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE {CHANGED} AS
-        SELECT id FROM _transform_direct
-        UNION SELECT coalesce(conversation_id, '') FROM escalations WHERE escalation_key IN (
-            SELECT id FROM conversation_escalations WHERE conversation_id IN {direct}
-            UNION SELECT escalation_id FROM mart_escalations
-                  WHERE seen_in = 'api' AND conversation_id IN {direct})
-        UNION SELECT coalesce(conversation_id, '') FROM guardrail_events
-              WHERE guardrail_event_id IN (
-            SELECT id FROM conversation_guardrail_events WHERE conversation_id IN {direct}
-            UNION SELECT incident_id FROM mart_guardrail_incidents
-                  WHERE seen_in = 'api' AND conversation_id IN {direct})"""
+        SELECT workspace_id, id FROM _transform_direct
+        UNION SELECT {key} FROM escalations
+              WHERE (coalesce(workspace_id, ''), escalation_key) IN (
+            SELECT workspace_id, id FROM conversation_escalations
+            WHERE (workspace_id, conversation_id) IN {direct}
+            UNION SELECT workspace_id, escalation_id FROM mart_escalations
+                  WHERE seen_in = 'api' AND (workspace_id, conversation_id) IN {direct})
+        UNION SELECT {key} FROM guardrail_events
+              WHERE (coalesce(workspace_id, ''), guardrail_event_id) IN (
+            SELECT workspace_id, id FROM conversation_guardrail_events
+            WHERE (workspace_id, conversation_id) IN {direct}
+            UNION SELECT workspace_id, incident_id FROM mart_guardrail_incidents
+                  WHERE seen_in = 'api' AND (workspace_id, conversation_id) IN {direct})"""
     )
     for table in ("_transform_changed_leads", "_transform_new_events", "_transform_direct"):
         con.execute(f"DROP TABLE {table}")

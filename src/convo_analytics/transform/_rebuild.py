@@ -10,9 +10,9 @@ history. The caller swaps them in (``_mart_set.swap_in_staging``).
 in chunks) have their previous facts read from the fact marts, their facts
 derived anew and swapped in; the cohort, escalation and guardrail marts move
 by the difference; the message marts move by the difference for
-conversations whose messages did not change but whose workspace or slice
-did, and are recomputed for the days whose messages changed (a conversation
-whose message digest differs: its old and its new span). The caller holds
+conversations whose messages did not change but whose slice did, and are
+recomputed for the days whose messages changed (a conversation whose message
+digest differs: its old and its new span). The caller holds
 the transaction, so either every partition is rewritten or none is.
 """
 
@@ -38,6 +38,7 @@ from convo_analytics.transform._daily import (
 )
 from convo_analytics.transform._facts import (
     ALL,
+    CONVERSATION_KEY,
     Facts,
     footprints,
     hash_chunk,
@@ -197,13 +198,13 @@ class _Dirty:
 
 #: What the previous facts of a chunk are read for: the columns the cube needs.
 _COHORT = (
-    "conversation_id, started_at, engaged, status, escalated, contained, qualified_at, "
-    "feedback_rating, positive_feedback, first_response_ms, resolution_seconds"
+    "workspace_id, conversation_id, started_at, engaged, status, escalated, contained, "
+    "qualified_at, feedback_rating, positive_feedback, first_response_ms, resolution_seconds"
 )
 _PREVIOUS = {
     MART_CONVERSATIONS.name: _COHORT,
     MART_CONVERSATION_FOOTPRINTS.name: "*",
-    MART_ESCALATIONS.name: "conversation_id, escalated_at, destination",
+    MART_ESCALATIONS.name: "workspace_id, conversation_id, escalated_at, destination",
     MART_GUARDRAIL_INCIDENTS.name: f"workspace_id, triggered_at, flag, {', '.join(DIMENSIONS)}",
 }
 
@@ -224,17 +225,18 @@ def _previous(con: duckdb.DuckDBPyConnection, empty_messages: pl.DataFrame) -> _
         table: read_frame(
             con,
             f"SELECT rowid AS _row, {columns} FROM {table} "
-            f"WHERE coalesce(conversation_id, '') IN (SELECT id FROM {_CHUNK})",
+            f"WHERE (coalesce(workspace_id, ''), coalesce(conversation_id, '')) "
+            f"IN (SELECT workspace_id, id FROM {_CHUNK})",
         )
         for table, columns in _PREVIOUS.items()
     }
     rows = {table: frame["_row"] for table, frame in frames.items()}
     feet = frames[MART_CONVERSATION_FOOTPRINTS.name].drop("_row")
-    keys = feet.select("conversation_id", "workspace_id", "slice_key")
+    keys = feet.select(*CONVERSATION_KEY, "slice_key")
     facts = Facts(
-        conversations=frames[MART_CONVERSATIONS.name].drop("_row").join(keys, on="conversation_id"),
+        conversations=frames[MART_CONVERSATIONS.name].drop("_row").join(keys, on=CONVERSATION_KEY),
         messages=empty_messages,  # gone when their transcript changed; digests say what did
-        escalations=frames[MART_ESCALATIONS.name].drop("_row").join(keys, on="conversation_id"),
+        escalations=frames[MART_ESCALATIONS.name].drop("_row").join(keys, on=CONVERSATION_KEY),
         incidents=with_slice_keys(frames[MART_GUARDRAIL_INCIDENTS.name].drop("_row")),
         slices=pl.DataFrame(),
     )
@@ -285,9 +287,10 @@ def _message_changes(
     new: Facts, new_feet: pl.DataFrame, old_feet: pl.DataFrame, zones: tuple[str, ...]
 ) -> tuple[pl.DataFrame, Facts, Facts]:
     """The partitions to recompute (conversations whose messages changed: both spans), and
-    the messages of conversations that only moved (workspace or slice), with their new and
-    their old keys."""
-    both = new_feet.join(old_feet, on="conversation_id", how="full", suffix="_old", coalesce=True)
+    the messages of conversations that only moved to another slice, with their new and
+    their old slice (a conversation never changes workspace: the workspace is part of what
+    names it)."""
+    both = new_feet.join(old_feet, on=CONVERSATION_KEY, how="full", suffix="_old", coalesce=True)
     digest_same = pl.col("messages_digest").eq_missing(pl.col("messages_digest_old"))
     changed = both.filter(~digest_same)
     recompute = pl.concat(
@@ -295,7 +298,7 @@ def _message_changes(
             days_between(changed, "first_message_at", "last_message_at", zones, "transcripts"),
             days_between(
                 changed.select(
-                    pl.col("workspace_id_old").alias("workspace_id"),
+                    "workspace_id",
                     pl.col("first_message_at_old").alias("first_message_at"),
                     pl.col("last_message_at_old").alias("last_message_at"),
                 ),
@@ -310,24 +313,19 @@ def _message_changes(
     moved = both.filter(
         digest_same
         & pl.col("messages_digest").is_not_null()
-        & (
-            pl.col("workspace_id").ne_missing(pl.col("workspace_id_old"))
-            | pl.col("slice_key").ne_missing(pl.col("slice_key_old"))
-        )
+        & pl.col("slice_key").ne_missing(pl.col("slice_key_old"))
     )
-    keys = new.conversations.join(moved, on="conversation_id", how="semi").select(
-        "conv_key",
-        pl.col("conversation_id"),
+    keys = new.conversations.join(moved, on=CONVERSATION_KEY, how="semi").select(
+        "conv_key", *CONVERSATION_KEY
     )
     messages = new.messages.join(keys, on="conv_key", how="semi")
     previous_keys = keys.join(
-        moved.select("conversation_id", "workspace_id_old", "slice_key_old"),
-        on="conversation_id",
-    )
+        moved.select(*CONVERSATION_KEY, "slice_key_old"), on=CONVERSATION_KEY
+    ).select("conv_key", "slice_key_old")
     old_messages = (
-        messages.drop("workspace_id", "slice_key")
-        .join(previous_keys.drop("conversation_id"), on="conv_key")
-        .rename({"workspace_id_old": "workspace_id", "slice_key_old": "slice_key"})
+        messages.drop("slice_key")
+        .join(previous_keys, on="conv_key")
+        .rename({"slice_key_old": "slice_key"})
     )
     now = _only(new, "messages")
     return (
@@ -387,16 +385,18 @@ def _transcript_groups(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, s
     """The changed conversations split by where their messages are: those whose transcript
     a new run rewrote (all their messages carry its id, so the messages of old runs are
     skipped unread) and the rest (their messages are found by a scan of all of them).
-    Each: (table of ids, how many, condition on the messages)."""
+    Each: (table of keys, how many, condition on the messages)."""
     rewritten = written_by_new_runs(con, "conversations", "m.run_id")
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE {_REWRITTEN} AS
-            SELECT DISTINCT conversation_id AS id FROM messages m
-            WHERE {rewritten} AND conversation_id IN (SELECT id FROM {CHANGED})"""
+            SELECT DISTINCT workspace_id, conversation_id AS id FROM messages m
+            WHERE {rewritten}
+              AND (workspace_id, conversation_id) IN (SELECT workspace_id, id FROM {CHANGED})"""
     )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE {_KEPT} AS
-            SELECT id FROM {CHANGED} EXCEPT SELECT id FROM {_REWRITTEN}"""
+            SELECT workspace_id, id FROM {CHANGED}
+            EXCEPT SELECT workspace_id, id FROM {_REWRITTEN}"""
     )
     groups = []
     for table, messages in ((_REWRITTEN, rewritten), (_KEPT, "TRUE")):
@@ -416,8 +416,8 @@ def rebuild_changed(
         chunks = _chunks(count)
         for index in range(chunks):
             con.execute(
-                f"CREATE OR REPLACE TEMP TABLE {_CHUNK} AS SELECT id FROM {group} "
-                f"WHERE hash(id) % {chunks} = {index}"
+                f"CREATE OR REPLACE TEMP TABLE {_CHUNK} AS SELECT workspace_id, id FROM {group} "
+                f"WHERE hash(workspace_id, id) % {chunks} = {index}"
             )
             _changed_chunk(con, zones, threshold, stats, dirty, messages)
     for table in (_CHUNK, _REWRITTEN, _KEPT):

@@ -54,6 +54,7 @@ DEFINITIONS: dict[str, int] = {
     "slice keys (hash of the dimension values)": 2,
     "partitions (workspace, zone, day) and their percentile rows": 2,
     "conversation footprints (spans and message digests)": 2,
+    "a conversation is its workspace and its id in every join (D-WORKSPACE-ID)": 3,
 }
 
 #: The version the marts of this release follow.

@@ -31,8 +31,19 @@ _DAY = (
 )
 
 
-def _mart(name: str, doc: str, *columns: Column) -> Table:
-    return Table(name, columns, (), doc, indexed=False)
+def _mart(name: str, doc: str, *columns: Column, key: tuple[str, ...] = ()) -> Table:
+    """A mart: rewritten only by the transform, its key unique by construction (no index)."""
+    return Table(name, columns, key, doc, indexed=False)
+
+
+#: A conversation is named by its workspace and its id: ids are the service's per
+#: workspace (decision D-WORKSPACE-ID), so every fact mart is keyed by the workspace too.
+_CONVERSATION_KEY = ("workspace_id", "conversation_id")
+_OWN_WORKSPACE = Column(
+    "workspace_id",
+    "VARCHAR",
+    doc="the workspace it was extracted from (with conversation_id, what names it)",
+)
 
 
 _SLICE = Column("slice_key", "BIGINT", doc="the slice: its dimensions are in mart_slices")
@@ -46,7 +57,7 @@ MART_CONVERSATIONS = _mart(
     "mart_conversations",
     "One row per conversation with everything its metrics need (the fact table).",
     Column("conversation_id", "VARCHAR"),
-    Column("workspace_id", "VARCHAR"),
+    _OWN_WORKSPACE,
     Column("external_user_id", "VARCHAR"),
     *_DIMS,
     Column("status", "VARCHAR", doc="open, resolved or abandoned"),
@@ -75,13 +86,19 @@ MART_CONVERSATIONS = _mart(
     Column("feedback_at", _TS),
     Column("positive_feedback", "BOOLEAN", doc="rating >= 4"),
     Column("guardrail_triggers", "BIGINT"),
+    key=_CONVERSATION_KEY,
 )
 MART_ESCALATIONS = _mart(
     "mart_escalations",
     "One row per escalation, from details and webhook events (counted once).",
     Column("escalation_id", "VARCHAR"),
     Column("conversation_id", "VARCHAR"),
-    Column("workspace_id", "VARCHAR", doc="its conversation's workspace"),
+    Column(
+        "workspace_id",
+        "VARCHAR",
+        doc="its conversation's workspace (a webhook event is matched to the conversation of "
+        "its id in the workspace it names)",
+    ),
     Column("escalated_at", _TS),
     Column("reason_code", "VARCHAR"),
     Column("destination", "VARCHAR"),
@@ -89,6 +106,7 @@ MART_ESCALATIONS = _mart(
     Column("priority", "VARCHAR"),
     Column("origin", "VARCHAR", doc="automatic or manual"),
     Column("seen_in", "VARCHAR", doc="api (a conversation detail) or webhook"),
+    key=("workspace_id", "escalation_id"),
 )
 MART_GUARDRAIL_INCIDENTS = _mart(
     "mart_guardrail_incidents",
@@ -99,7 +117,8 @@ MART_GUARDRAIL_INCIDENTS = _mart(
     Column(
         "workspace_id",
         "VARCHAR",
-        doc="its conversation's workspace, else the event's (a conversation not loaded yet)",
+        doc="its conversation's workspace (a webhook event's: the workspace it names, whether "
+        "or not its conversation is loaded yet; NULL when it names none)",
     ),
     Column("external_user_id", "VARCHAR", doc="the end user (for repeated incidents)"),
     Column("message_id", "VARCHAR"),
@@ -114,6 +133,7 @@ MART_GUARDRAIL_INCIDENTS = _mart(
     Column("excerpt_redacted", "VARCHAR", doc="emails, card and phone numbers replaced"),
     *_DIMS,
     Column("seen_in", "VARCHAR", doc="api or webhook"),
+    key=("workspace_id", "incident_id"),
 )
 MART_SLICES = _mart(
     "mart_slices",
@@ -239,7 +259,7 @@ MART_CONVERSATION_FOOTPRINTS = _mart(
     "Where each conversation's figures sit in the partitions, kept so that an incremental "
     "transform knows which partitions a changed conversation leaves or enters.",
     Column("conversation_id", "VARCHAR"),
-    Column("workspace_id", "VARCHAR"),
+    _OWN_WORKSPACE,
     Column("slice_key", "BIGINT", doc="the slice its figures are in"),
     Column("first_message_at", _TS, doc="its first user or assistant message"),
     Column("last_message_at", _TS, doc="its last user or assistant message"),
@@ -249,6 +269,7 @@ MART_CONVERSATION_FOOTPRINTS = _mart(
         doc="a 64-bit digest of what its messages add to the daily marts (time, role, tier, "
         "confidence, latency): equal digests, unchanged message figures",
     ),
+    key=_CONVERSATION_KEY,
 )
 MART_STATE = Table(
     "mart_state",
