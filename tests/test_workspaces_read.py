@@ -5,6 +5,7 @@ the workspace; `convo serve` tokens read their own workspaces only."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import socket
@@ -19,11 +20,14 @@ import pytest
 
 from convo_analytics._serving import ServerThread
 from convo_analytics.cli import main
+from convo_analytics.config import load_settings
+from convo_analytics.pipeline import RunContext
 from convo_analytics.sandbox._oauth import OAuthSettings
 from convo_analytics.serve import create_serve_app
 from transform_support import assert_same
 from workspace_support import KEYS, convo, three_workspaces
 
+ROOT = Path(__file__).parents[1]
 RANGE = {"from": "2026-11-04", "to": "2026-11-18"}
 IDS = {name: f"ws_{name}" for name in KEYS}
 
@@ -236,3 +240,34 @@ def test_serve_tokens_are_read_by_serve_alone(three: dict[str, Any]) -> None:
     assert done.returncode == 2
     assert "ACME_SERVE_TOKENS" in done.stderr and GLOBAL not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_nightly_exports_step_writes_a_summary_per_workspace(three: dict[str, Any]) -> None:
+    """pipelines/nightly.py's exports step over the three workspaces: one summary file per
+    workspace, each the service's summary of it, and counts per workspace."""
+    spec = importlib.util.spec_from_file_location("nightly", ROOT / "pipelines" / "nightly.py")
+    assert spec is not None and spec.loader is not None
+    nightly = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nightly)
+    cwd = three["dir"]
+    out = cwd / "nightly-exports"
+    settings = load_settings(
+        cwd / "convo.toml",
+        {"export.dir": out, "run.export_days": 700, "warehouse.path": three["db"]},
+        {},  # no credentials: the step reads names and ids only
+    )
+    counts = nightly.exports(RunContext(settings, "run-test", three["db"]))
+    files = {p.name: json.loads(p.read_bytes()) for p in out.glob("summary_*.json")}
+    assert counts["summaries"] == len(files) == 3
+    for name in KEYS:
+        (body,) = [b for f, b in files.items() if f.startswith(f"summary_{name}_")]
+        assert body["workspaceId"] == IDS[name]
+        with three["sandbox"].client(KEYS[name]) as client:
+            theirs = client.get("/v1/analytics/summary", params={
+                "from": body["from"], "to": body["to"], "tz": "UTC"}).json()  # fmt: skip
+        _same(body, theirs)
+        assert counts["conversations_per_workspace"][name] == theirs["totals"]["conversations"]
+    (manifest,) = out.glob("guardrail-incidents_*.manifest.json")
+    listed = json.loads(manifest.read_bytes())["workspaces"]
+    assert counts["incidents_per_workspace"] == {w["name"]: w["rows"] for w in listed}
+    assert sum(counts["incidents_per_workspace"].values()) == counts["incidents_exported"]
