@@ -222,6 +222,10 @@ def test_serve_tokens_read_only_their_workspaces(three: dict[str, Any]) -> None:
         assert get(GLOBAL).status_code == 400, "several workspaces, none named"
         assert get(GLOBAL, workspace="*").json()["workspaceId"] == "*"
         assert get(TOKENS["acme"][0], workspace="*").status_code == 404
+        spec = httpx.get(server.url + "/openapi.json", timeout=30).json()
+        route = spec["paths"]["/v1/analytics/summary"]["get"]
+        assert "workspace" in {p["name"] for p in route["parameters"]}
+        assert {"400", "404"} <= set(route["responses"])
         wrong = get("tok_acme_1111111111111112")
         assert wrong.status_code == 401
         for token in (GLOBAL, *TOKENS["acme"], *TOKENS["globex"]):
