@@ -205,10 +205,17 @@ def _run_done(run_id: str) -> Any:
 
 
 def exports(ctx: RunContext) -> dict[str, Any]:
-    """The summary (service-compatible) and the redacted guardrail log of the last days."""
+    """The summary (service-compatible; one per workspace when there are several) and the
+    redacted guardrail log of the last days, with its workspace column."""
     import orjson
 
-    from convo_analytics.export import export_guardrails, export_summary
+    from convo_analytics.config import load_workspaces
+    from convo_analytics.export import (
+        export_guardrails,
+        file_label,
+        warehouse_workspaces,
+        workspace_summary,
+    )
     from convo_analytics.warehouse import open_warehouse
 
     settings = ctx.settings
@@ -217,9 +224,25 @@ def exports(ctx: RunContext) -> dict[str, Any]:
     tz = (settings.get_list("transform.timezones") or ("UTC",))[0]
     folder = settings.require_path("export.dir")
     folder.mkdir(parents=True, exist_ok=True)
+    configured = load_workspaces(settings, resolve_secrets=False)
+    summaries: dict[str, tuple[Path, dict[str, Any]]] = {}
     con = open_warehouse(ctx.db_path, read_only=True)
     try:
-        body = export_summary(con, first, last, tz)
+        known = warehouse_workspaces(con, configured)
+        if len(known) <= 1:  # one workspace: its summary, named as before workspaces
+            only = known[0] if known else None
+            summaries[only.name if only else "unknown"] = (
+                folder / f"summary_{first}_{last}.json",
+                workspace_summary(con, first, last, tz,
+                                  workspace_id=only.workspace_id if only else "unknown", ids=None),
+            )  # fmt: skip
+        else:
+            for ws in known:
+                summaries[ws.name] = (
+                    folder / f"summary_{file_label([ws])}_{first}_{last}.json",
+                    workspace_summary(con, first, last, tz, workspace_id=ws.workspace_id,
+                                      ids=[ws.workspace_id]),
+                )  # fmt: skip
         guardrails = export_guardrails(
             con,
             first,
@@ -227,14 +250,25 @@ def exports(ctx: RunContext) -> dict[str, Any]:
             folder,
             tz=tz,
             fmt=settings.get_str("run.guardrail_format"),  # type: ignore[arg-type]
+            configured=configured,
         )
     finally:
         con.close()
-    summary = folder / f"summary_{first}_{last}.json"
-    partial = summary.with_name(summary.name + ".partial")
-    partial.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2))
-    partial.replace(summary)
-    return {"summary_days": len(body["daily"]), "incidents_exported": guardrails.rows}
+    for path, body in summaries.values():
+        partial = path.with_name(path.name + ".partial")
+        partial.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2))
+        partial.replace(path)
+    return {
+        "summary_days": (last - first).days + 1,
+        "summaries": len(summaries),
+        "conversations_per_workspace": {
+            name: body["totals"]["conversations"] for name, (_, body) in summaries.items()
+        },
+        "incidents_exported": guardrails.rows,
+        "incidents_per_workspace": {
+            str(w["name"] or w["workspaceId"]): w["rows"] for w in guardrails.manifest["workspaces"]
+        },
+    }
 
 
 def retention(ctx: RunContext) -> dict[str, Any]:

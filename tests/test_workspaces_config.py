@@ -14,6 +14,7 @@ from convo_analytics.config import (
     load_settings,
     load_workspaces,
     select_workspaces,
+    serve_tokens,
 )
 
 TWO = """\
@@ -75,3 +76,30 @@ def test_bad_workspaces_are_one_line_each(tmp_path: Path, text: str, expect: str
         _load(tmp_path, text, BRAND_A_HOOKS="s")
     assert expect in str(info.value)
     assert all(line.strip() for line in str(info.value).splitlines())
+
+
+def test_serve_tokens_are_read_only_when_asked_and_readers_need_no_credentials(
+    tmp_path: Path,
+) -> None:
+    """serve_tokens_env/_file name a workspace's `convo serve` tokens; loading the config
+    reads none of them, and readers (resolve_secrets=False) load it without the API key."""
+    (tmp_path / "b.tokens").write_text("tok_b_1\ntok_b_2, tok_shared\n")
+    text = TWO.replace(
+        'webhook_secrets_env = "BRAND_A_HOOKS"',
+        'webhook_secrets_env = "BRAND_A_HOOKS"\nserve_tokens_env = "BRAND_A_SERVE_TOKENS"',
+    ).replace(
+        'scopes = ["leads:read"] }', 'scopes = ["leads:read"] }\nserve_tokens_file = "b.tokens"'
+    )
+    (tmp_path / "convo.toml").write_text(text)
+    settings = load_settings(tmp_path / "convo.toml", {}, {})
+    with pytest.raises(ConfigError, match="BRAND_A_KEY"):
+        load_workspaces(settings)  # an extraction needs the key
+    a, b = load_workspaces(settings, resolve_secrets=False)
+    assert a.api_key is None and a.webhook_secrets == ()
+    assert [t.reveal() for t in serve_tokens(b, settings.environ)] == [
+        "tok_b_1", "tok_b_2", "tok_shared",
+    ]  # fmt: skip
+    with pytest.raises(ConfigError, match="BRAND_A_SERVE_TOKENS") as missing:
+        serve_tokens(a, settings.environ)
+    assert "tok_" not in str(missing.value)
+    assert [t.reveal() for t in serve_tokens(a, {"BRAND_A_SERVE_TOKENS": "tok_a"})] == ["tok_a"]

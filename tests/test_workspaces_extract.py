@@ -7,83 +7,24 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
-from conftest import ACME_KEY, GLOBEX_KEY, RunningSandbox
-from convo_analytics.auth import TokenStore, login
-from convo_analytics.config import OAuthAuth, WorkspaceConfig
-from convo_analytics.sandbox._oauth import OAuthSettings
+from conftest import ACME_KEY, RunningSandbox
 from extract_support import assert_complete, extract, warehouse_rows
+from workspace_support import configure_three, convo, three_settings
 
 FIXTURE = Path(__file__).parent / "fixtures" / "warehouse-schema4.duckdb.gz"
-INITECH_KEY = "sk_test_initech_55555555"
-
-
-def convo(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "convo_analytics.cli", *args],
-        cwd=cwd, env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **env},
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
 
 
 @pytest.fixture
 def three(start_sandbox: Any, tmp_path: Path) -> dict[str, Any]:
     """Three sandbox workspaces: acme by API key, globex by an OAuth login, initech by the
     client credentials of its confidential client."""
-    running: RunningSandbox = start_sandbox(
-        conversations=40,
-        workspaces=[("acme", ACME_KEY), ("globex", GLOBEX_KEY), ("initech", INITECH_KEY)],
-        oauth=OAuthSettings(auto_approve=True, access_token_seconds=2),
-    )
-    import httpx
-
-    def follow(url: str) -> None:
-        consent = httpx.get(url, follow_redirects=False, timeout=10)
-        httpx.get(consent.headers["location"], timeout=10)
-
-    store = tmp_path / "tokens.json"
-    globex = WorkspaceConfig(
-        name="globex", base_url=running.url, rate_limit="none",
-        auth=OAuthAuth(type="oauth", client_id="convo-analytics"),
-    )  # fmt: skip
-    login(globex, TokenStore(store), visit=follow, say=lambda _: None)
-    secret = running.sandbox.oauth.store.clients["svc-initech"].client_secret
-    (tmp_path / "initech.secret").write_text(str(secret))
-    (tmp_path / "convo.toml").write_text(f"""
-[service]
-rate_limit = "none"
-
-[auth]
-token_store = "{store}"
-
-[[workspaces]]
-name = "acme"
-base_url = "{running.url}"
-auth = {{ type = "api_key", key_env = "ACME_KEY" }}
-
-[[workspaces]]
-name = "globex"
-base_url = "{running.url}"
-auth = {{ type = "oauth", client_id = "convo-analytics" }}
-
-[[workspaces]]
-name = "initech"
-base_url = "{running.url}"
-
-[workspaces.auth]
-type = "oauth"
-client_id = "svc-initech"
-client_secret_file = "initech.secret"
-grant = "client_credentials"
-""")
-    return {"sandbox": running, "dir": tmp_path, "env": {"ACME_KEY": ACME_KEY}}
+    return configure_three(start_sandbox(**three_settings()), tmp_path)
 
 
 def test_three_workspaces_in_one_run_each_complete_and_apart(three: dict[str, Any]) -> None:

@@ -1,10 +1,10 @@
-"""``convo transform``, ``convo export summary|guardrails`` and ``convo serve``."""
+"""``convo transform``, and the helpers the readers' commands share (days, zones, the
+warehouse opened read-only)."""
 
 from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -14,13 +14,21 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.cli._errors import BehindTlsProxy, listening_socket, require_loopback
 from convo_analytics.cli._lock import warehouse_writer
-from convo_analytics.cli._options import PLAIN_HELP, DbOption, default_of
+from convo_analytics.cli._options import DbOption, default_of
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
-__all__ = ["export_app", "serve", "transform"]
+__all__ = [
+    "FromOption",
+    "ToOption",
+    "TzOption",
+    "checked_zone",
+    "default_tz",
+    "open_existing",
+    "transform",
+    "warn",
+]
 
 FromOption = Annotated[
     str, typer.Option("--from", metavar="DAY", help="First day, inclusive (YYYY-MM-DD).")
@@ -37,13 +45,6 @@ TzOption = Annotated[
     ),
 ]
 
-export_app = typer.Typer(
-    rich_markup_mode=PLAIN_HELP,
-    name="export",
-    help="Write the summary (service-compatible) or the guardrail incident log.",
-    no_args_is_help=True,
-)
-
 
 def checked_zone(flag: str, value: str) -> str:
     """``value`` when it names an IANA zone; else the user error naming ``flag``."""
@@ -56,7 +57,7 @@ def checked_zone(flag: str, value: str) -> str:
     return value
 
 
-def _warehouse(settings: Settings, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+def open_existing(settings: Settings, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     """The warehouse a command reads (or rebuilds marts in): it must exist already, since an
     empty one made here would only hide a wrong --db."""
     from convo_analytics.warehouse import open_warehouse
@@ -65,14 +66,14 @@ def _warehouse(settings: Settings, *, read_only: bool) -> duckdb.DuckDBPyConnect
     return open_warehouse(db, read_only=read_only, must_exist=True)
 
 
-def _warn(message: str | None) -> None:
+def warn(message: str | None) -> None:
     """``warning: ...`` on stderr (the export still succeeds)."""
     if message:
         sys.stderr.write(f"warning: {message}\n")
         sys.stderr.flush()
 
 
-def _default_tz(settings: Settings, tz: str | None) -> str:
+def default_tz(settings: Settings, tz: str | None) -> str:
     return checked_zone("--tz", tz or (settings.get_list("transform.timezones") or ("UTC",))[0])
 
 
@@ -169,7 +170,7 @@ def transform(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     with warehouse_writer(settings, "convo transform"):
-        con = _warehouse(settings, read_only=False)
+        con = open_existing(settings, read_only=False)
         try:
             result = run_transform(con, config)
         finally:
@@ -196,180 +197,3 @@ def transform(
         )
     if fail_on_mismatch and result.mismatches:
         raise typer.Exit(1)
-
-
-@export_app.command("summary")
-def export_summary_cmd(
-    ctx: typer.Context,
-    from_: FromOption,
-    to: ToOption,
-    tz: TzOption = None,
-    db: DbOption = None,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", metavar="FILE", help="Write to FILE instead of stdout."),
-    ] = None,
-    low_confidence_threshold: Annotated[
-        float | None,
-        typer.Option(
-            "--low-confidence-threshold",
-            min=0.0,
-            max=1.0,
-            metavar="X",
-            help="Confidence below this is low. [default: the marts' own]",
-        ),
-    ] = None,
-    workspace_id: Annotated[
-        str | None,
-        typer.Option(
-            "--workspace-id", metavar="ID", help="Workspace to report. [default: the only one]"
-        ),
-    ] = None,
-) -> None:
-    """Write the summary for a date range in exactly the shape of GET /v1/analytics/summary."""
-    from convo_analytics.export import empty_range_warning, export_summary, parse_day
-
-    settings = settings_from_context(ctx, {"warehouse.path": db})
-    first, last = parse_day("--from", from_), parse_day("--to", to)
-    zone = _default_tz(settings, tz)
-    con = _warehouse(settings, read_only=True)
-    try:
-        body = export_summary(
-            con,
-            first,
-            last,
-            zone,
-            low_confidence_threshold=low_confidence_threshold,
-            workspace_id=workspace_id,
-        )
-        _warn(empty_range_warning(con, first, last, zone))
-    finally:
-        con.close()
-    data = orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n"
-    if out is None:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".partial")
-        tmp.write_bytes(data)
-        tmp.replace(out)
-        Console(stderr=True, highlight=False).print(f"summary {first}..{last} -> {out}")
-
-
-@export_app.command("guardrails")
-def export_guardrails_cmd(
-    ctx: typer.Context,
-    from_: FromOption,
-    to: ToOption,
-    fmt: Annotated[
-        str,
-        typer.Option(
-            "--format", metavar="FORMAT", help="jsonl, csv or parquet.", case_sensitive=False
-        ),
-    ] = "jsonl",
-    tz: TzOption = None,
-    db: DbOption = None,
-    out_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--out-dir", metavar="DIR", help=f"Folder to write to. {default_of('export.dir')}"
-        ),
-    ] = None,
-    redact: Annotated[
-        bool,
-        typer.Option(
-            "--redact/--no-redact",
-            help="Replace emails, card and phone numbers in excerpts (on by default; "
-            "--no-redact exports personal data as received).",
-        ),
-    ] = True,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
-) -> None:
-    """Write the guardrail incident log of a date range for compliance review, with a manifest."""
-    from convo_analytics.export import FORMATS, empty_range_warning, export_guardrails, parse_day
-
-    fmt = fmt.lower()
-    if fmt not in FORMATS:
-        raise UserError(f"--format {fmt!r}: choose jsonl, csv or parquet")
-    settings = settings_from_context(ctx, {"warehouse.path": db, "export.dir": out_dir})
-    first, last = parse_day("--from", from_), parse_day("--to", to)
-    directory = settings.require_path("export.dir")
-    zone = _default_tz(settings, tz)
-    con = _warehouse(settings, read_only=True)
-    try:
-        result = export_guardrails(
-            con,
-            first,
-            last,
-            directory,
-            tz=zone,
-            fmt=fmt,  # type: ignore[arg-type]
-            redact=redact,
-        )
-        if not result.rows:
-            _warn(
-                empty_range_warning(con, first, last, zone)
-                or f"no guardrail incident from {first} to {last} ({zone}): the log is empty"
-            )
-    finally:
-        con.close()
-    if as_json:
-        sys.stdout.write(orjson.dumps(result.manifest).decode() + "\n")
-    else:
-        Console(stderr=True, highlight=False, soft_wrap=True).print(
-            f"{result.rows} incidents -> {result.data_file} (manifest: {result.manifest_file})"
-            + ("" if redact else "  [NOT REDACTED]")
-        )
-
-
-def serve(
-    ctx: typer.Context,
-    host: Annotated[
-        str | None,
-        typer.Option(
-            "--host", metavar="HOST", help=f"Interface to listen on. {default_of('serve.host')}"
-        ),
-    ] = None,
-    port: Annotated[
-        int | None,
-        typer.Option(
-            "--port",
-            metavar="PORT",
-            help=f"TCP port (0 picks a free one). {default_of('serve.port')}",
-        ),
-    ] = None,
-    db: DbOption = None,
-    behind_tls_proxy: BehindTlsProxy = False,
-) -> None:
-    """Answer GET /v1/analytics/summary from the warehouse, behind a bearer token.
-
-    The token comes from CONVO_SERVE_TOKEN or CONVO_SERVE_TOKEN_FILE.
-    """
-    settings = settings_from_context(
-        ctx, {"serve.host": host, "serve.port": port, "warehouse.path": db}
-    )
-    bind_host = settings.get_str("serve.host")
-    require_loopback(bind_host, behind_tls_proxy, "convo serve")
-    token = settings.get_secret("serve.token")
-    if token is None:
-        raise UserError(
-            "convo serve needs a token for its clients: set CONVO_SERVE_TOKEN or "
-            "CONVO_SERVE_TOKEN_FILE"
-        )
-    db_path = settings.require_path("warehouse.path")
-    from convo_analytics.serve import create_serve_app
-
-    app = create_serve_app(db_path, token.reveal(), settings.get_path("publish.dir"))
-    sock = listening_socket(bind_host, settings.get_int("serve.port"))
-    shown = f"[{bind_host}]" if ":" in bind_host else bind_host
-    Console(highlight=False, soft_wrap=True).print(
-        f"serving GET /v1/analytics/summary on http://{shown}:{sock.getsockname()[1]} "
-        f"from {db_path}"
-    )
-    import uvicorn
-
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
-    )
-    server.run(sockets=[sock])

@@ -43,6 +43,7 @@ from convo_analytics.config._workspaces import (
     WorkspaceConfig,
     load_workspaces,
     select_workspaces,
+    serve_tokens,
 )
 
 __all__ = [
@@ -70,4 +71,5 @@ __all__ = [
     "load_settings",
     "load_workspaces",
     "select_workspaces",
+    "serve_tokens",
 ]

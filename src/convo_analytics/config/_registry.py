@@ -587,7 +587,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "serve.token",
         Kind.SECRET,
-        help="Bearer token clients of `convo serve` must send. Secret: environment or file only.",
+        help="Bearer token clients of `convo serve` must send; it reads every workspace "
+        "(a workspace's own: serve_tokens_env). Secret: environment or file only.",
         env_aliases=("CONVO_SERVE_TOKEN",),
     ),
     Setting(

@@ -32,6 +32,7 @@ __all__ = [
     "WorkspaceSpec",
     "load_workspaces",
     "select_workspaces",
+    "serve_tokens",
 ]
 
 #: The name of the one workspace a configuration without ``[[workspaces]]`` describes.
@@ -76,6 +77,9 @@ class WorkspaceSpec(_Spec):
     rate_limit: str | None = None
     webhook_secrets_env: str | None = None
     webhook_secrets_file: Path | None = None
+    #: Tokens of `convo serve` clients that may read this workspace (read by serve only).
+    serve_tokens_env: str | None = None
+    serve_tokens_file: Path | None = None
 
     @field_validator("base_url")
     @classmethod
@@ -97,6 +101,9 @@ class WorkspaceConfig:
     client_secret: Secret | None = None
     webhook_secrets: tuple[Secret, ...] = ()
     workspace_id: str | None = None
+    #: Where its `convo serve` tokens are (resolved by :func:`serve_tokens`, serve only).
+    serve_tokens_env: str | None = None
+    serve_tokens_file: Path | None = None
     #: Where the config says so (``convo.toml:12``), for messages.
     origin: str = ""
     implicit: bool = False
@@ -131,8 +138,27 @@ def _read_secret(
     return None
 
 
+def serve_tokens(workspace: WorkspaceConfig, environ: Mapping[str, str]) -> tuple[Secret, ...]:
+    """The `convo serve` tokens that may read ``workspace`` (none when it names none).
+
+    Read only by `convo serve`, so that no other command needs them; a variable
+    or file that is named but missing or empty is a ConfigError naming it.
+    """
+    found = _read_secret(
+        f"workspace {workspace.name!r} serve_tokens_env/_file",
+        workspace.serve_tokens_env,
+        workspace.serve_tokens_file,
+        environ,
+    )
+    return found.parts() if found is not None else ()
+
+
 def _workspace(
-    spec: WorkspaceSpec, settings: Settings, environ: Mapping[str, str], base_dir: Path | None
+    spec: WorkspaceSpec,
+    settings: Settings,
+    environ: Mapping[str, str],
+    base_dir: Path | None,
+    resolve_secrets: bool = True,
 ) -> WorkspaceConfig:
     where = f"workspace {spec.name!r}"
 
@@ -141,22 +167,24 @@ def _workspace(
 
     api_key = client_secret = None
     auth = spec.auth
-    if isinstance(auth, ApiKeyAuth):
+    if isinstance(auth, ApiKeyAuth) and resolve_secrets:
         api_key = _read_secret(f"{where} auth.key_env/key_file", auth.key_env,
                                path(auth.key_file), environ)  # fmt: skip
         if api_key is None:
             raise ConfigError(f"{where}: auth type api_key needs key_env or key_file")
-    elif isinstance(auth, OAuthAuth):
+    elif isinstance(auth, OAuthAuth) and resolve_secrets:
         client_secret = _read_secret(f"{where} auth.client_secret_env/_file",
                                      auth.client_secret_env, path(auth.client_secret_file),
                                      environ)  # fmt: skip
         if auth.grant == "client_credentials" and client_secret is None:
             raise ConfigError(f"{where}: the client_credentials grant needs a client secret")
-    else:
+    elif auth is None and resolve_secrets:
         api_key = settings.get_secret("service.api_key")
     secrets: tuple[Secret, ...] = ()
-    hooks = _read_secret(f"{where} webhook_secrets_env/_file", spec.webhook_secrets_env,
-                         path(spec.webhook_secrets_file), environ)  # fmt: skip
+    hooks = None
+    if resolve_secrets:
+        hooks = _read_secret(f"{where} webhook_secrets_env/_file", spec.webhook_secrets_env,
+                             path(spec.webhook_secrets_file), environ)  # fmt: skip
     if hooks is not None:
         secrets = hooks.parts()
     return WorkspaceConfig(
@@ -168,21 +196,25 @@ def _workspace(
         client_secret=client_secret,
         webhook_secrets=secrets,
         workspace_id=spec.workspace_id,
+        serve_tokens_env=spec.serve_tokens_env,
+        serve_tokens_file=path(spec.serve_tokens_file),
         origin=settings.locate(f"workspaces.{spec.name}"),
     )
 
 
-def load_workspaces(settings: Settings) -> list[WorkspaceConfig]:
+def load_workspaces(settings: Settings, *, resolve_secrets: bool = True) -> list[WorkspaceConfig]:
     """Every configured workspace, in order; one implicit workspace without ``[[workspaces]]``.
 
     Raises ConfigError (one line per problem) for a malformed table, a repeated
-    name, or a secret that is named but missing.
+    name, or a secret that is named but missing. Readers of the warehouse (exports,
+    `convo serve`) pass ``resolve_secrets=False``: they need names and ids, not the
+    service's credentials, so they run without them.
     """
     raw = settings.tables("").get("workspaces")
     environ = settings.environ
     if not raw:
-        key = settings.get_secret("service.api_key")
-        hooks = settings.get_secret("webhooks.secret")
+        key = settings.get_secret("service.api_key") if resolve_secrets else None
+        hooks = settings.get_secret("webhooks.secret") if resolve_secrets else None
         return [
             WorkspaceConfig(
                 name=DEFAULT_WORKSPACE,
@@ -211,7 +243,7 @@ def load_workspaces(settings: Settings) -> list[WorkspaceConfig]:
     if problems:
         raise ConfigError("\n".join(problems))
     base_dir = settings.config_path.parent if settings.config_path else None
-    return [_workspace(spec, settings, environ, base_dir) for spec in specs]
+    return [_workspace(spec, settings, environ, base_dir, resolve_secrets) for spec in specs]
 
 
 def select_workspaces(

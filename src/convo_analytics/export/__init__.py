@@ -1,23 +1,42 @@
-"""Exports: the /v1/analytics/summary-compatible summary and the guardrail incident log."""
+"""Exports: the /v1/analytics/summary-compatible summary and the guardrail incident log,
+of one workspace, several, or all of them rolled up."""
 
 from convo_analytics.export._guardrails import FORMATS, GuardrailExport, export_guardrails
 from convo_analytics.export._summary import (
     MAX_SUMMARY_DAYS,
+    SummaryScope,
     check_range,
+    choose_summary,
     empty_range_warning,
     export_summary,
     parse_day,
-    warehouse_workspace,
+    workspace_summary,
+)
+from convo_analytics.export._workspaces import (
+    ALL_WORKSPACES,
+    WarehouseWorkspace,
+    file_label,
+    find_workspace,
+    summary_scope,
+    warehouse_workspaces,
 )
 
 __all__ = [
+    "ALL_WORKSPACES",
     "FORMATS",
     "MAX_SUMMARY_DAYS",
     "GuardrailExport",
+    "SummaryScope",
+    "WarehouseWorkspace",
     "check_range",
+    "choose_summary",
     "empty_range_warning",
     "export_guardrails",
     "export_summary",
+    "file_label",
+    "find_workspace",
     "parse_day",
-    "warehouse_workspace",
+    "summary_scope",
+    "warehouse_workspaces",
+    "workspace_summary",
 ]

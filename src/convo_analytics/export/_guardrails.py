@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -21,8 +22,14 @@ import orjson
 import polars as pl
 
 from convo_analytics import __version__
+from convo_analytics.config import WorkspaceConfig
 from convo_analytics.export._summary import check_range
-from convo_analytics.transform import INCIDENT_QUERY, incidents, latest_transform
+from convo_analytics.export._workspaces import (
+    WarehouseWorkspace,
+    file_label,
+    warehouse_workspaces,
+)
+from convo_analytics.transform import INCIDENT_COLUMNS, INCIDENT_QUERY, incidents, latest_transform
 
 Format = Literal["jsonl", "csv", "parquet"]
 FORMATS: tuple[str, ...] = ("jsonl", "csv", "parquet")
@@ -72,6 +79,20 @@ def _versions() -> dict[str, str]:
     }
 
 
+def _per_workspace(
+    frame: pl.DataFrame, listed: Sequence[WarehouseWorkspace]
+) -> list[dict[str, Any]]:
+    """Rows per workspace: each listed one (zero included), then any other id in the rows
+    (a conversation the service named no workspace of: ``null``)."""
+    counts = dict(frame.group_by("workspace_id").len().iter_rows()) if frame.height else {}
+    out = [
+        {"name": w.name, "workspaceId": w.workspace_id, "rows": int(counts.pop(w.workspace_id, 0))}
+        for w in listed
+    ]
+    out += [{"name": None, "workspaceId": k, "rows": int(n)} for k, n in counts.items()]
+    return out
+
+
 def export_guardrails(
     con: duckdb.DuckDBPyConnection,
     first: date,
@@ -81,12 +102,31 @@ def export_guardrails(
     tz: str = "UTC",
     fmt: Format = "jsonl",
     redact: bool = True,
+    workspaces: Sequence[WarehouseWorkspace] | None = None,
+    configured: Sequence[WorkspaceConfig] = (),
 ) -> GuardrailExport:
-    """Write the incidents of ``first``..``last`` and a manifest next to them."""
+    """Write the incidents of ``first``..``last`` and a manifest next to them.
+
+    Every row names its workspace (``workspace_id`` and ``workspace_name``);
+    ``workspaces`` narrows the log to those (their names join the file's name),
+    ``None`` keeps every incident.
+    """
     check_range(first, last, tz)
-    frame = incidents(con, first, last, tz, redact=redact)
+    known = warehouse_workspaces(con, configured)
+    ids = None if workspaces is None else [w.workspace_id for w in workspaces]
+    frame = incidents(con, first, last, tz, redact=redact, workspaces=ids, with_workspace=True)
+    names = {w.workspace_id: w.name for w in (*known, *(workspaces or ()))}
+    name = (
+        pl.col("workspace_id")
+        .cast(pl.String)
+        .replace_strict(names, default=None, return_dtype=pl.String)
+    )
+    frame = frame.with_columns(workspace_name=name).select(
+        "workspace_id", "workspace_name", *INCIDENT_COLUMNS
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"guardrail-incidents_{first}_{last}" + ("" if redact else "_unredacted")
+    narrowed = "" if workspaces is None else "_" + file_label(workspaces)
+    stem = f"guardrail-incidents{narrowed}_{first}_{last}" + ("" if redact else "_unredacted")
     data_file = out_dir / f"{stem}.{fmt}"
     _write(frame, data_file, fmt)
     run = latest_transform(con)
@@ -102,6 +142,7 @@ def export_guardrails(
             }
         ],
         "rowCount": frame.height,
+        "workspaces": _per_workspace(frame, workspaces if workspaces is not None else known),
         "columns": frame.columns,
         "query": INCIDENT_QUERY,
         "parameters": {
@@ -110,6 +151,7 @@ def export_guardrails(
             "timezone": tz,
             "redacted": redact,
             "format": fmt,
+            "workspaces": None if workspaces is None else [w.name for w in workspaces],
         },
         "redaction": (
             "emails, card numbers and phone numbers in excerpts replaced by [EMAIL], [CARD], "

@@ -9,11 +9,20 @@ names, checked by the one reader (``publish.current_snapshot``: the previous
 good snapshot when the newest is damaged), and answers 503 with the error
 body until there is one it can read; without a folder (a library use) it
 reads the warehouse, 503 while a run writes it.
+
+Tokens map to the workspaces they may read (decision D-SERVE-TOKENS): the
+global token (``serve.token``) reads every workspace, a workspace's tokens
+(``serve_tokens_env`` / ``serve_tokens_file`` of its ``[[workspaces]]``
+table) read it alone. ``?workspace=NAME|ID`` picks one; a workspace that does
+not exist and one the token may not read get the same 404, so a token cannot
+learn others' names.
 """
 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Annotated
@@ -27,9 +36,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from convo_analytics import __version__
+from convo_analytics.config import WorkspaceConfig
 from convo_analytics.contract._summary import SummaryResponse
 from convo_analytics.errors import UserError
-from convo_analytics.export import export_summary
+from convo_analytics.export import (
+    ALL_WORKSPACES,
+    find_workspace,
+    warehouse_workspaces,
+    workspace_summary,
+)
 from convo_analytics.publish import SnapshotUnreadable, current_snapshot
 from convo_analytics.sandbox._errors import (
     ApiException,
@@ -43,19 +58,55 @@ bearer = HTTPBearer(auto_error=False, description="The token `convo serve` was s
 RETRY_AFTER_BUSY = "5"
 
 
-def create_serve_app(db_path: Path, token: str, published_dir: Path | None = None) -> FastAPI:
-    """The summary API over the warehouse at ``db_path``; requests must carry ``token``.
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What a token may read: every workspace (``names`` is ``None``) or those named."""
 
+    names: frozenset[str] | None
+
+
+def _grants(
+    token: str | None, workspace_tokens: Mapping[str, Sequence[str]]
+) -> list[tuple[bytes, Grant]]:
+    """Each distinct token and its grant (a token of several workspaces reads them all;
+    the global token reads everything whatever else lists it)."""
+    per_token: dict[str, set[str]] = {}
+    for name, tokens in workspace_tokens.items():
+        for value in tokens:
+            per_token.setdefault(value, set()).add(name)
+    grants = [
+        (value.encode("utf-8"), Grant(frozenset(names)))
+        for value, names in per_token.items()
+        if value and value != token
+    ]
+    if token:
+        grants.append((token.encode("utf-8"), Grant(None)))
+    return grants
+
+
+def create_serve_app(
+    db_path: Path,
+    token: str | None,
+    published_dir: Path | None = None,
+    *,
+    workspace_tokens: Mapping[str, Sequence[str]] | None = None,
+    configured: Sequence[WorkspaceConfig] = (),
+) -> FastAPI:
+    """The summary API over the warehouse at ``db_path``.
+
+    Requests must carry ``token`` (reads every workspace) or one of the
+    ``workspace_tokens`` (workspace name -> its tokens; reads those workspaces).
     With ``published_dir`` it answers from the newest published snapshot when
     there is one (so a run writing the warehouse never delays it), else from
     the warehouse itself.
     """
-    if not token:
+    grants = _grants(token, workspace_tokens or {})
+    if not grants:
         raise UserError(
             "convo serve needs a token for its clients: set CONVO_SERVE_TOKEN or "
-            "CONVO_SERVE_TOKEN_FILE"
+            "CONVO_SERVE_TOKEN_FILE (reads every workspace), or serve_tokens_env / "
+            "serve_tokens_file on a [[workspaces]] table"
         )
-    expected = token.encode("utf-8")
     app = FastAPI(
         title="convo-analytics summary API",
         version=__version__,
@@ -66,15 +117,23 @@ def create_serve_app(db_path: Path, token: str, published_dir: Path | None = Non
     app.add_exception_handler(RequestValidationError, validation_exception_handler)
 
     def authenticate(
+        request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> None:
+        """Who may read what: the request's grant, kept on ``request.state``."""
         challenge = {"WWW-Authenticate": 'Bearer realm="convo-analytics"'}
         if credentials is None or not credentials.credentials:
             raise ApiException(
                 401, "missing bearer token: send 'Authorization: Bearer <token>'", headers=challenge
             )
-        if not hmac.compare_digest(credentials.credentials.encode("utf-8"), expected):
+        given = credentials.credentials.encode("utf-8")
+        found: Grant | None = None
+        for expected, grant in grants:  # every one compared, in constant time each
+            if hmac.compare_digest(given, expected):
+                found = grant
+        if found is None:
             raise ApiException(401, "invalid token", code="invalid_token", headers=challenge)
+        request.state.grant = found
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
@@ -84,6 +143,10 @@ def create_serve_app(db_path: Path, token: str, published_dir: Path | None = Non
         "/v1/analytics/summary",
         response_model=SummaryResponse,
         summary="Aggregated metrics for a date range, from the warehouse",
+        responses={
+            400: {"description": "A bad query, or no workspace named when the token reads several"},
+            404: {"description": "No such workspace, or not one this token may read"},
+        },
         dependencies=[Depends(authenticate)],
     )
     def analytics_summary(
@@ -92,11 +155,26 @@ def create_serve_app(db_path: Path, token: str, published_dir: Path | None = Non
         to: Annotated[date, Query(description="last day, inclusive")],
         tz: Annotated[str, Query(max_length=64, description="IANA time zone for days")] = "UTC",
         lowConfidenceThreshold: Annotated[float | None, Query(ge=0, le=1)] = None,
+        workspace: Annotated[
+            str | None,
+            Query(
+                max_length=200,
+                description="The workspace: its configured name or its id (default: the "
+                "token's only one); '*' with the global token rolls every workspace up",
+            ),
+        ] = None,
     ) -> Response:
         con = _open_published(published_dir) if published_dir else _open_warehouse(db_path)
         try:
-            body = export_summary(
-                con, from_, to, tz, low_confidence_threshold=lowConfidenceThreshold
+            label, ids = _scope(con, request.state.grant, workspace, configured)
+            body = workspace_summary(
+                con,
+                from_,
+                to,
+                tz,
+                workspace_id=label,
+                ids=ids,
+                low_confidence_threshold=lowConfidenceThreshold,
             )
         except NotTransformed as exc:
             raise ApiException(503, str(exc), headers={"Retry-After": RETRY_AFTER_BUSY}) from None
@@ -107,6 +185,47 @@ def create_serve_app(db_path: Path, token: str, published_dir: Path | None = Non
         return Response(orjson.dumps(body), media_type="application/json")
 
     return app
+
+
+def _scope(
+    con: duckdb.DuckDBPyConnection,
+    grant: Grant,
+    wanted: str | None,
+    configured: Sequence[WorkspaceConfig],
+) -> tuple[str, list[str] | None]:
+    """The summary's ``workspaceId`` and the ids it sums (``None``: every row) for this
+    token and ``?workspace=``; 404 alike for a workspace unknown or not the token's."""
+    known = warehouse_workspaces(con, configured)
+    if grant.names is None:
+        if wanted == ALL_WORKSPACES:
+            return ALL_WORKSPACES, None
+        if wanted is None and len(known) > 1:
+            raise ApiException(
+                400,
+                f"this warehouse holds {len(known)} workspaces "
+                f"({', '.join(w.name for w in known)}): name one with ?workspace=NAME, "
+                "or ask for all of them together with ?workspace=*",
+            )
+        readable = known
+    else:
+        readable = [w for w in known if w.name in grant.names]
+    if wanted is None:
+        if grant.names is not None and len(grant.names) > 1:
+            raise ApiException(
+                400,
+                "this token reads several workspaces "
+                f"({', '.join(sorted(grant.names))}): name one with ?workspace=NAME",
+            )
+        if grant.names is None:
+            return (known[0].workspace_id if known else "unknown"), None
+        if not readable:
+            raise ApiException(404, "nothing of this token's workspace is published yet")
+        return readable[0].workspace_id, [readable[0].workspace_id]
+    try:
+        chosen = find_workspace(readable, wanted)
+    except UserError:
+        raise ApiException(404, f"workspace {wanted[:80]!r} not found") from None
+    return chosen.workspace_id, [chosen.workspace_id]
 
 
 def _open_published(published_dir: Path) -> duckdb.DuckDBPyConnection:

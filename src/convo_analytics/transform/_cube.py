@@ -132,6 +132,14 @@ class Cube:
             )
         return cube
 
+    def of_workspaces(self, workspaces: Sequence[str] | None) -> Cube:
+        """The cube restricted to the rows of ``workspaces`` (ids); all rows for ``None``."""
+        if workspaces is None:
+            return self
+        keep = pl.col("workspace_id").is_in(list(workspaces))
+        frames = {name: getattr(self, name).filter(keep) for name in self.frames}
+        return replace(self, **frames, daily_percentiles=None)
+
     def with_dimensions(self, frame: str) -> pl.DataFrame:
         """One of the cube's frames with its slice's dimension values joined on."""
         table: pl.DataFrame = getattr(self, frame)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, timedelta
 from typing import Literal
 
@@ -14,7 +15,7 @@ from convo_analytics.transform._published import Filters, dimension_filter, requ
 from convo_analytics.warehouse._marts import MART_GUARDRAIL_INCIDENTS
 
 #: Columns of the incident log, in the order reviewers and exports see them (the excerpt
-#: redacted or not, as asked; the workspace only when asked for, see :func:`incidents`).
+#: redacted or not, as asked; ``incidents(with_workspace=True)`` puts the workspace first).
 INCIDENT_COLUMNS = tuple(
     c.name
     for c in MART_GUARDRAIL_INCIDENTS.columns
@@ -35,25 +36,26 @@ def incidents(
     *,
     redact: bool = True,
     filters: Filters | None = None,
+    workspaces: Sequence[str] | None = None,
     with_workspace: bool = False,
 ) -> pl.DataFrame:
     """One row per incident that happened on ``first``..``last`` (days cut in ``tz``).
 
     With ``redact`` (the default) the excerpt has emails, card and phone
     numbers replaced; without it the excerpt is as the service sent it.
-    ``with_workspace`` adds ``workspace_id`` last: ids are the service's per
-    workspace, so a log of several workspaces needs it to tell their
-    conversations apart (``filters`` may name ``workspace_id`` too).
+    ``workspaces`` (ids) keeps theirs only (``None``: every incident);
+    ``with_workspace`` puts ``workspace_id`` first among the columns.
     """
-    columns = (*INCIDENT_COLUMNS, *(("workspace_id",) if with_workspace else ()))
     require_marts(con)
+    columns = ("workspace_id", *INCIDENT_COLUMNS) if with_workspace else INCIDENT_COLUMNS
     lo, hi = day_bounds(first, last)
     frame = read_frame(con, INCIDENT_QUERY, [lo, hi])
     if frame.is_empty():
         return frame.select(columns)
-    frame = frame.filter(
-        local_date("triggered_at", tz).is_between(first, last) & dimension_filter(filters)
-    )
+    keep = local_date("triggered_at", tz).is_between(first, last) & dimension_filter(filters)
+    if workspaces is not None:
+        keep = keep & pl.col("workspace_id").is_in(list(workspaces))
+    frame = frame.filter(keep)
     excerpt = "excerpt_redacted" if redact else "excerpt"
     return frame.with_columns(pl.col(excerpt).alias("excerpt")).select(columns)
 

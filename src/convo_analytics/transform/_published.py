@@ -131,10 +131,14 @@ def load_cube(
     last: date | None = None,
     filters: Filters | None = None,
     by_dimension: bool = True,
+    workspaces: Sequence[str] | None = None,
 ) -> Cube:
     """The daily cube for ``tz``, restricted to ``first``..``last`` and the filters.
 
     Raises NotTransformed when the warehouse has no marts.
+
+    ``workspaces`` (ids) keeps those workspaces' rows only; ``None`` keeps every
+    row, the workspace-less (NULL) ones too, as a one-workspace warehouse always has.
 
     ``by_dimension=False`` sums the slices away (in SQL, before anything reaches
     Python) for callers that want whole-workspace figures only, such as the
@@ -150,7 +154,7 @@ def load_cube(
     if run is None or tz not in run.timezones or threshold != run.low_confidence_threshold:
         cube = build_cube(read_facts(con), tz, threshold)
         lo, hi = first or date(1, 1, 1), last or date(9999, 12, 31)
-        return cube.between(lo, hi).sliced(filters)
+        return cube.between(lo, hi).sliced(filters).of_workspaces(workspaces)
     percentiles = MART_DAILY_PERCENTILES.name in run.marts
     return read_marts_cube(
         con,
@@ -160,6 +164,7 @@ def load_cube(
         last=last,
         filters=filters,
         by_dimension=by_dimension or not percentiles,
+        workspaces=workspaces,
     )
 
 
@@ -172,41 +177,60 @@ def read_marts_cube(
     last: date | None = None,
     filters: Filters | None = None,
     by_dimension: bool = True,
+    workspaces: Sequence[str] | None = None,
 ) -> Cube:
     """The cube the marts hold for ``tz`` (the caller knows they hold it), restricted to
-    ``first``..``last`` and the filters; the summed-away form when ``by_dimension`` is off
-    and the range's days are one workspace's (per-day percentiles are a workspace's)."""
+    ``first``..``last``, the filters and ``workspaces``; the summed-away form when
+    ``by_dimension`` is off and the range's days are one workspace's (per-day percentiles
+    are a workspace's)."""
     lo, hi = first or date(1, 1, 1), last or date(9999, 12, 31)
+    ws_sql, ws_params = _workspace_sql(workspaces)
     summary_only = not by_dimension and not filters and first is not None and last is not None
-    if summary_only and _workspaces(con, tz, lo, hi) <= 1:
+    if summary_only and _workspaces(con, tz, lo, hi, ws_sql, ws_params) <= 1:
         assert first is not None and last is not None
-        return _summary_cube(con, tz, threshold, first, last)
+        return _summary_cube(con, tz, threshold, first, last, ws_sql, ws_params)
     frames = {}
     for name, table in DAILY_MARTS.items():
         dims_sql, dims_params = _dimension_sql(filters, name)
         frames[name] = read_frame(
             con,
             f"SELECT * EXCLUDE (timezone) FROM {table.name} "
-            f"WHERE timezone = ? AND date BETWEEN ? AND ?{dims_sql}",
-            [tz, lo, hi, *dims_params],
+            f"WHERE timezone = ? AND date BETWEEN ? AND ?{ws_sql}{dims_sql}",
+            [tz, lo, hi, *ws_params, *dims_params],
         )
     slices = read_frame(con, f"SELECT * FROM {MART_SLICES.name}")
     return Cube.of(tz, threshold, frames, slices=slices)
 
 
-def _workspaces(con: duckdb.DuckDBPyConnection, tz: str, first: date, last: date) -> int:
+def _workspace_sql(workspaces: Sequence[str] | None) -> tuple[str, list[Any]]:
+    """A WHERE clause keeping the rows of ``workspaces`` (none for ``None``: every row)."""
+    if workspaces is None:
+        return "", []
+    if not workspaces:
+        return " AND false", []
+    return f" AND workspace_id IN ({', '.join('?' * len(workspaces))})", list(workspaces)
+
+
+def _workspaces(
+    con: duckdb.DuckDBPyConnection,
+    tz: str,
+    first: date,
+    last: date,
+    ws_sql: str,
+    ws_params: list[Any],
+) -> int:
     """How many workspaces (NULL counting as one) have percentile rows in the range."""
     return int(
         scalar(
             con,
             f"SELECT count(DISTINCT coalesce(workspace_id, chr(0))) FROM "
-            f"{MART_DAILY_PERCENTILES.name} WHERE timezone = ? AND date BETWEEN ? AND ?",
-            [tz, first, last],
+            f"{MART_DAILY_PERCENTILES.name} WHERE timezone = ? AND date BETWEEN ? AND ?{ws_sql}",
+            [tz, first, last, *ws_params],
         )
     )
 
 
-def _summed(name: str, table: Table, dated: str) -> str:
+def _summed(name: str, table: Table, dated: str, ws_sql: str) -> str:
     """The mart's rows with the slices (and, for histograms, the days) summed away."""
     keep = _KEYS[name]
     sums = ", ".join(
@@ -216,24 +240,30 @@ def _summed(name: str, table: Table, dated: str) -> str:
         and c.name != "low_confidence_threshold"
     )
     return f"SELECT {dated} AS date, {', '.join((*keep, sums))} FROM {table.name} " + (
-        "WHERE timezone = ? AND date BETWEEN ? AND ? GROUP BY ALL"
+        f"WHERE timezone = ? AND date BETWEEN ? AND ?{ws_sql} GROUP BY ALL"
     )
 
 
 def _summary_cube(
-    con: duckdb.DuckDBPyConnection, tz: str, threshold: float, first: date, last: date
+    con: duckdb.DuckDBPyConnection,
+    tz: str,
+    threshold: float,
+    first: date,
+    last: date,
+    ws_sql: str,
+    ws_params: list[Any],
 ) -> Cube:
     """Whole-workspace figures only: slices summed away in SQL, percentiles per day read."""
-    params = [tz, first, last]
+    params = [tz, first, last, *ws_params]
     frames = {}
     for name, table in DAILY_MARTS.items():
         ranged = name in ("latency", "durations")  # only the range's totals need these
         dated = f"DATE '{first.isoformat()}'" if ranged else "date"
-        frames[name] = read_frame(con, _summed(name, table, dated), params)
+        frames[name] = read_frame(con, _summed(name, table, dated, ws_sql), params)
     percentiles = read_frame(
         con,
         f"SELECT * EXCLUDE (timezone, workspace_id) FROM {MART_DAILY_PERCENTILES.name} "
-        "WHERE timezone = ? AND date BETWEEN ? AND ?",
+        f"WHERE timezone = ? AND date BETWEEN ? AND ?{ws_sql}",
         params,
     )
     camel = {snake_case(n): n for n in (*LATENCY_QUANTILES, *MEDIANS)}
