@@ -20,7 +20,8 @@ from transform_support import populated_sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboards" / "streamlit_app.py")
-PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "explore", "pipeline"]
+PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "workspaces", "explore",
+         "pipeline"]  # fmt: skip
 
 
 def _publish(db: Path, folder: Path) -> None:
@@ -106,6 +107,29 @@ def test_the_tiles_show_the_transforms_figures(
     assert shown["Resolution rate"] == f"{totals['resolutionRate']:.1%}"
     assert shown["Leads qualified"] == f"{totals['leadsQualified']:,.0f}"
     assert totals["conversations"] > 0
+
+
+def test_one_workspace_is_shown_and_changes_nothing(
+    published: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warehouse of one workspace: the selector names it (nothing else to pick), every
+    table names it, and the figures are the warehouse's."""
+    at = _app(published, monkeypatch, "overview")
+    snap = current_snapshot(published)
+    assert snap is not None
+    con = snap.connect()
+    try:
+        ((name,),) = con.execute("SELECT name FROM workspaces").fetchall()
+        (held,) = con.execute("SELECT count(*) FROM mart_conversations").fetchall()[0]
+    finally:
+        con.close()
+    selector = at.sidebar.selectbox(key="filter_workspace")
+    assert selector.disabled and selector.options == [name]
+    assert "workspace" not in at.query_params
+    at.switch_page("app_pages/workspaces.py").run()
+    (table,) = (d.value for d in at.dataframe)
+    assert list(table["workspace"]) == [name, "All workspaces"]
+    assert table["conversations"].iloc[0] == table["conversations"].iloc[1] <= held
 
 
 def test_a_channel_filter_narrows_every_figure(

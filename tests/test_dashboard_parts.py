@@ -32,15 +32,29 @@ from convo_analytics.dashboard._views import (
     slice_from_params,
     slice_to_params,
 )
+from convo_analytics.dashboard._workspaces import with_workspace, workspace_label
 
 DEFAULT = Filters(date(2026, 10, 20), date(2026, 11, 18))
 
 
 def test_filters_round_trip_through_the_query_string() -> None:
-    f = Filters(date(2026, 11, 1), date(2026, 11, 7), "Europe/Berlin", ("sms", "web"))
+    f = Filters(date(2026, 11, 1), date(2026, 11, 7), "Europe/Berlin", ("sms", "web"), "ws_b")
     params = {k: v if isinstance(v, list) else [v] for k, v in filters_to_params(f).items()}
     assert filters_from_params(params, DEFAULT) == f
-    assert params["channel"] == ["sms", "web"]
+    assert params["channel"] == ["sms", "web"] and params["workspace"] == ["ws_b"]
+    assert "workspace" not in filters_to_params(DEFAULT)  # all workspaces: no parameter
+
+
+def test_every_table_gets_the_workspace_by_name() -> None:
+    names = {"ws_a": "brand-a", "ws_b": "brand-b"}
+    rows = pl.DataFrame({"workspace_id": ["ws_b", "ws_x", None], "n": [1, 2, 3]})
+    named = with_workspace(rows, names, None)
+    assert named.columns == ["workspace", "workspace_id", "n"]
+    assert named["workspace"].to_list() == ["brand-b", "ws_x", "–"]  # unnamed: its id
+    totals = pl.DataFrame({"conversations": [7]})
+    assert with_workspace(totals, names, "ws_a")["workspace"].to_list() == ["brand-a"]
+    assert with_workspace(totals, names, None)["workspace"].to_list() == ["All workspaces"]
+    assert workspace_label({"ws_a": "brand-a"}, None) == "brand-a"  # the only one
 
 
 @pytest.mark.parametrize(

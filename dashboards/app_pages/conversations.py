@@ -128,7 +128,8 @@ state["conversation"] = picked
 write_params(state, keep_others=True, owned=(*SLICE_PARAMS, "page", "conversation"))
 st.session_state["_conv_url"] = {k: params().get(k) for k in seen}
 st.session_state["_conv_pick"] = picked
-detail = query(snap, "transcript", picked)
+workspace_of = dict(zip(ids, result.rows["workspace_id"].to_list(), strict=True))
+detail = query(snap, "transcript", picked, workspace_of.get(picked, f.workspace))
 if not detail["conversation"].height:
     st.info(f"Conversation {picked} is not in this snapshot.")
     st.stop()

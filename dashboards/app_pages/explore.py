@@ -20,6 +20,7 @@ from convo_analytics.dashboard._notebooks import (
     render_notebook,
     save_notebook,
 )
+from convo_analytics.dashboard._queries import Filters
 from convo_analytics.dashboard._session import (
     app_settings,
     params,
@@ -36,11 +37,13 @@ FIRST_QUERY = (
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def _run(path: str, snapshot_id: str, sql: str, timeout: float, row_limit: int) -> Any:
+def _run(
+    path: str, snapshot_id: str, sql: str, timeout: float, row_limit: int, workspace: str | None
+) -> Any:
     del snapshot_id  # part of the key: a new snapshot runs the cell again
     from pathlib import Path
 
-    return run_query(Path(path), sql, timeout=timeout, row_limit=row_limit)
+    return run_query(Path(path), sql, timeout=timeout, row_limit=row_limit, workspace=workspace)
 
 
 def _state() -> dict[str, Any]:
@@ -102,6 +105,8 @@ def _slug(title: str) -> str:
 
 snap = published_snapshot()
 settings = app_settings()
+chosen = st.session_state.get("filters")
+workspace = chosen.workspace if isinstance(chosen, Filters) else None
 saved_dir = settings["notebooks_dir"]
 st.title("Explore")
 st.caption(
@@ -109,6 +114,12 @@ st.caption(
     "and a download. Queries cannot read files or the network, run at most "
     f"{settings['query_timeout_seconds']:g} s and return at most "
     f"{settings['query_row_limit']:,} rows."
+    + (
+        f" The tables hold workspace {query(snap, 'workspace_names').get(workspace, workspace)}"
+        "'s rows only (the sidebar's choice)."
+        if workspace
+        else ""
+    )
 )
 
 available = list_notebooks(saved_dir)
@@ -220,6 +231,7 @@ with cells_col:
                 sql,
                 settings["query_timeout_seconds"],
                 settings["query_row_limit"],
+                workspace,
             )
             if result.error is not None:
                 st.error(result.error)
@@ -233,7 +245,7 @@ with cells_col:
                     charts.result_chart(frame, choice.kind, choice.x, choice.y, choice.color),
                     width="stretch",
                 )
-            show_table(frame, f"cell_{cid}", relabel=False)
+            show_table(frame, f"cell_{cid}", relabel=False, workspace=False)
     st.button(
         "Add a cell",
         key="explore_add",

@@ -43,7 +43,10 @@ with right:
     show_table(report["repeat_users"], "repeat_users", f.tz)
 
 st.subheader("Compliance export")
-st.caption("The same files and manifest as `convo export guardrails`, redacted.")
+st.caption(
+    "The same files and manifest as `convo export guardrails`, redacted, of every workspace "
+    "(the sidebar's workspace does not narrow it)."
+)
 fmt = st.selectbox("Format", FORMATS, key="export_format")
 if st.button("Prepare the export", key="export_prepare"):
     with tempfile.TemporaryDirectory() as folder:

@@ -48,7 +48,7 @@ covered = query(snap, "previous_covered", f)
 if covered:
     st.caption(f"{f.first} to {f.last} ({f.tz}), against the {f.days} days before")
 else:
-    span = query(snap, "data_range")
+    span = query(snap, "data_range", f.workspace)
     st.caption(
         f"{f.first} to {f.last} ({f.tz}). No comparison with the {f.days} days before: the "
         f"data starts on {span[0]}, so that period is not covered (choose a later or shorter "

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import streamlit as st
 
+from convo_analytics.dashboard._queries import Filters
 from convo_analytics.dashboard._session import published_snapshot, query, show_table
 
 st.title("Pipeline")
 snap = published_snapshot()
 st.caption(f"Snapshot {snap.snapshot_id}, published {snap.published_at}")
-status = query(snap, "pipeline_status")
+chosen = st.session_state.get("filters")
+status = query(snap, "pipeline_status", chosen.workspace if isinstance(chosen, Filters) else None)
+st.caption(
+    "Extractions and bookmarks are each workspace's; the nightly run, webhook ingests, "
+    "transforms and the quarantine serve the whole warehouse (workspace –)."
+)
 st.subheader("Freshness")
 show_table(status["freshness"], "freshness")
 show_table(status["bookmarks"], "bookmarks")

@@ -2,6 +2,7 @@
 
 from convo_analytics.dashboard import _charts as charts
 from convo_analytics.dashboard import _queries as queries
+from convo_analytics.dashboard import _workspaces as workspaces
 from convo_analytics.dashboard._queries import KPIS, Filters
 
-__all__ = ["KPIS", "Filters", "charts", "queries"]
+__all__ = ["KPIS", "Filters", "charts", "queries", "workspaces"]

@@ -27,6 +27,7 @@ __all__ = [
     "incidents_by_flag",
     "latency_percentiles",
     "result_chart",
+    "workspace_bars",
 ]
 
 #: The selection every chart carries (st.altair_chart's event names it).
@@ -273,3 +274,39 @@ def result_chart(frame: pl.DataFrame, kind: str, x: str, y: str, color: str | No
         **({} if color else {"color": OKABE_ITO[0]}),
     ).encode(**encoding)
     return chart.properties(height=260, autosize=FIT_WIDTH)
+
+
+def workspace_bars(
+    comparison: pl.DataFrame, metric: str, title: str, fmt: str, chosen: str | None = None
+) -> alt.Chart:
+    """One KPI of every workspace side by side, a bar (and colour) each, in the comparison's
+    order; the chosen workspace (a name) drawn solid, the others lighter."""
+    names = comparison["workspace"].to_list()
+    palette = _categorical(names if 0 < len(names) <= len(OKABE_ITO) else None)
+    axis_format = {"percent": ".0%", "ms": ",.0f"}.get(fmt, ",.3~f")
+    tip_format = {"percent": ".1%", "ms": ",.0f"}.get(fmt, ",.3~f")
+    emphasis = (
+        alt.condition(alt.datum.workspace == chosen, alt.value(1.0), alt.value(0.45))
+        if chosen is not None
+        else alt.value(1.0)
+    )
+    chart: alt.Chart = (
+        alt.Chart(comparison.select("workspace", metric), title=title)
+        .mark_bar()
+        .encode(
+            y=alt.Y("workspace:N", sort=names, title=None, axis=alt.Axis(labelLimit=220)),
+            x=alt.X(
+                f"{metric}:Q",
+                title=f"{title} (ms)" if fmt == "ms" else title,
+                axis=alt.Axis(format=axis_format),
+            ),
+            color=alt.Color("workspace:N", scale=palette, legend=None),
+            opacity=emphasis,
+            tooltip=[
+                alt.Tooltip("workspace:N"),
+                alt.Tooltip(f"{metric}:Q", title=title, format=tip_format),
+            ],
+        )
+        .properties(height=BAR_HEIGHT * max(comparison.height, 1), autosize=FIT_WIDTH)
+    )
+    return chart

@@ -35,7 +35,7 @@ __all__ = ["PAGE_SIZES", "ConversationPage", "conversation_page"]
 PAGE_SIZES = (50, 100, 250, 500)
 #: See _earliest.
 EVENT_LOOKBACK_DAYS = 60
-COLUMNS = ("conversation_id, started_at, channel, locale, intent, source, status, "
+COLUMNS = ("c.workspace_id, conversation_id, started_at, channel, locale, intent, source, status, "
            "external_user_id, user_messages, assistant_responses, avg_confidence, escalated, "
            "guardrail_triggers, lead_score, qualified_at, feedback_rating, first_response_ms, "
            "resolution_seconds")  # fmt: skip
@@ -67,9 +67,10 @@ def _where(f: Filters, s: Slice) -> tuple[list[str], list[Any]]:
         assert s.day is not None
         where += ["c.started_at >= ?::TIMESTAMPTZ", "c.started_at < ?::TIMESTAMPTZ"]
         params += [_earliest(s), day_bounds(s.day, s.day)[1]]
-    if f.channels:
-        where.append(f"c.channel IN ({', '.join('?' * len(f.channels))})")
-        params += list(f.channels)
+    chosen, chosen_params = f.where("c")
+    if chosen:
+        where.append(chosen.removeprefix(" AND "))
+        params += chosen_params
     if s.day is not None and s.basis == "started":
         where.append(f"{local} = ?")
         params.append(s.day)
@@ -96,7 +97,7 @@ def _where(f: Filters, s: Slice) -> tuple[list[str], list[Any]]:
         (lambda column: f"(timezone('{tz}', {column}))::DATE = ?") if s.day is not None else None
     )
     if s.flag is not None or s.basis == "incidents":
-        cond = ["g.conversation_id = c.conversation_id"]
+        cond = ["g.conversation_id = c.conversation_id", "g.workspace_id = c.workspace_id"]
         if s.flag is not None:
             cond.append("g.flag = ?")
             params.append(s.flag)
@@ -108,7 +109,8 @@ def _where(f: Filters, s: Slice) -> tuple[list[str], list[Any]]:
         )
     response = s.tier is not None or s.band is not None or s.below is not None
     if response or s.basis == "responses":
-        cond = ["m.conversation_id = c.conversation_id", "m.role = 'assistant'"]
+        cond = ["m.conversation_id = c.conversation_id", "m.workspace_id = c.workspace_id",
+                "m.role = 'assistant'"]  # fmt: skip
         if s.tier is not None:
             cond.append("m.model_tier = ?")
             params.append(s.tier)
@@ -137,7 +139,8 @@ def _where(f: Filters, s: Slice) -> tuple[list[str], list[Any]]:
         needle = "%" + re.sub(r"([\\%_])", r"\\\1", s.search) + "%"
         where.append(
             "(c.conversation_id ILIKE ? ESCAPE '\\' OR c.external_user_id ILIKE ? ESCAPE '\\'"
-            " OR c.conversation_id IN (SELECT m.conversation_id FROM messages m"
+            " OR (c.workspace_id, c.conversation_id) IN (SELECT (m.workspace_id,"
+            " m.conversation_id) FROM messages m"
             " WHERE m.text ILIKE ? ESCAPE '\\' AND m.created_at >= ?::TIMESTAMPTZ))"
         )
         params += [needle, needle, needle, lo if not event_based else _earliest(s)]
@@ -193,9 +196,10 @@ def _with_first_messages(con: duckdb.DuckDBPyConnection, rows: pl.DataFrame) -> 
         return rows.with_columns(pl.lit(None, pl.String).alias("first_user_message"))
     firsts = read_frame(
         con,
-        "SELECT m.conversation_id, arg_min(m.text, m.position) AS first_user_message "
-        "FROM messages m WHERE m.role = 'user' AND m.created_at >= ?::TIMESTAMPTZ "
-        "AND m.conversation_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY 1",
+        "SELECT m.workspace_id, m.conversation_id, arg_min(m.text, m.position) AS "
+        "first_user_message FROM messages m WHERE m.role = 'user' "
+        "AND m.created_at >= ?::TIMESTAMPTZ "
+        "AND m.conversation_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY 1, 2",
         [rows["started_at"].min(), rows["conversation_id"].to_list()],
     )
-    return rows.join(firsts, on="conversation_id", how="left")
+    return rows.join(firsts, on=["workspace_id", "conversation_id"], how="left", nulls_equal=True)

@@ -11,6 +11,11 @@ query runs at most ``timeout`` seconds (then it is interrupted) and returns
 at most ``row_limit`` rows. Every refusal or error is one line. See decision
 D-EXPLORE-SAFETY.
 
+With a workspace chosen, the tables a query names are views of the snapshot's
+tables narrowed to that workspace's rows (a table without ``workspace_id``,
+such as the run logs, is seen whole): the same SQL answers for the workspace
+the sidebar shows (decision D-DASH-WORKSPACES).
+
 No Streamlit here: the page calls :func:`run_query` and :func:`choose_chart`.
 """
 
@@ -56,9 +61,10 @@ def _one_line(exc: BaseException) -> str:
     return text[:400]
 
 
-def safe_connection(snapshot: Path) -> duckdb.DuckDBPyConnection:
+def safe_connection(snapshot: Path, workspace: str | None = None) -> duckdb.DuckDBPyConnection:
     """A connection that can read the snapshot and nothing else (no files, no network, no
-    settings), whatever SQL it is given."""
+    settings), whatever SQL it is given; with ``workspace``, its tables are seen narrowed
+    to that workspace's rows."""
     con = duckdb.connect(
         ":memory:",
         config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
@@ -66,6 +72,8 @@ def safe_connection(snapshot: Path) -> duckdb.DuckDBPyConnection:
     try:
         con.execute(f"ATTACH ? AS {ALIAS} (READ_ONLY)", [str(snapshot)])
         con.execute(f"USE {ALIAS}")
+        if workspace is not None:
+            _narrow_to(con, workspace)
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
@@ -73,6 +81,29 @@ def safe_connection(snapshot: Path) -> duckdb.DuckDBPyConnection:
         con.close()
         raise
     return con
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _narrow_to(con: duckdb.DuckDBPyConnection, workspace: str) -> None:
+    """Views named as the snapshot's tables, each of the workspace's rows only (a table
+    without ``workspace_id`` whole), in the in-memory database the queries then use."""
+    tables = con.execute(
+        "SELECT t.table_name, bool_or(c.column_name = 'workspace_id') FROM "
+        "information_schema.tables t JOIN information_schema.columns c "
+        "ON c.table_catalog = t.table_catalog AND c.table_schema = t.table_schema "
+        "AND c.table_name = t.table_name "
+        "WHERE t.table_catalog = ? AND t.table_schema = 'main' GROUP BY 1",
+        [ALIAS],
+    ).fetchall()
+    literal = "'" + workspace.replace("'", "''") + "'"
+    for name, keyed in tables:
+        source = f"{ALIAS}.main.{_quoted(name)}"
+        where = f" WHERE workspace_id = {literal}" if keyed else ""
+        con.execute(f"CREATE VIEW memory.main.{_quoted(name)} AS SELECT * FROM {source}{where}")
+    con.execute("USE memory")
 
 
 def check_statement(con: duckdb.DuckDBPyConnection, sql: str) -> str | None:
@@ -94,13 +125,18 @@ def check_statement(con: duckdb.DuckDBPyConnection, sql: str) -> str | None:
 
 
 def run_query(
-    snapshot: Path, sql: str, *, timeout: float = 10.0, row_limit: int = 10_000
+    snapshot: Path,
+    sql: str,
+    *,
+    timeout: float = 10.0,
+    row_limit: int = 10_000,
+    workspace: str | None = None,
 ) -> QueryResult:
-    """Run one read-only query over the snapshot, stopped after ``timeout`` seconds, with at
-    most ``row_limit`` rows kept."""
+    """Run one read-only query over the snapshot (of one workspace's rows, if given),
+    stopped after ``timeout`` seconds, with at most ``row_limit`` rows kept."""
     started = time.perf_counter()
     try:
-        con = safe_connection(snapshot)
+        con = safe_connection(snapshot, workspace)
     except duckdb.Error as exc:
         return QueryResult(None, f"the snapshot cannot be opened: {_one_line(exc)}")
     try:

@@ -4,6 +4,11 @@ Pages hold UI only; each calls one of these with a read-only connection to
 the published snapshot and the global filters, and gets polars frames back.
 Metric figures go through :func:`transform.metrics_table`, the same code as
 `convo export summary`, so the dashboard and the exports cannot disagree.
+
+A workspace chosen in the sidebar (``Filters.workspace``) narrows every
+figure: the cube's rows to that workspace's (:func:`in_workspace`), the SQL
+over the facts to its ``workspace_id``; with none chosen, every workspace
+counts (decision D-DASH-WORKSPACES).
 """
 
 from __future__ import annotations
@@ -16,14 +21,17 @@ import duckdb
 import polars as pl
 
 from convo_analytics.transform import (
+    INCIDENT_COLUMNS,
+    INCIDENT_QUERY,
     TIER,
+    Cube,
     NotTransformed,
     breakdown,
     flag_rates,
     in_range,
-    incidents,
     lead_funnel,
     load_cube,
+    local_date,
     metrics_table,
     per_flag_per_day,
     repeated,
@@ -36,12 +44,14 @@ from convo_analytics.transform._incidents import day_bounds
 
 @dataclass(frozen=True, slots=True)
 class Filters:
-    """The global filters every page shares: a date range, a time zone, channels."""
+    """The global filters every page shares: a date range, a time zone, channels, and a
+    workspace (its ``workspace_id``; None: all of them)."""
 
     first: date
     last: date
     tz: str = "UTC"
     channels: tuple[str, ...] = ()
+    workspace: str | None = None
 
     @property
     def days(self) -> int:
@@ -55,6 +65,35 @@ class Filters:
 
     def dimensions(self) -> dict[str, list[str]]:
         return {"channel": list(self.channels)} if self.channels else {}
+
+    def where(self, alias: str) -> tuple[str, list[Any]]:
+        """SQL conditions (`` AND ...``) keeping the chosen channels and workspace of the
+        table ``alias`` (a fact with ``channel`` and ``workspace_id``), and their parameters."""
+        sql, params = "", list[Any]()
+        if self.channels:
+            sql += f" AND {alias}.channel IN ({', '.join('?' * len(self.channels))})"
+            params += list(self.channels)
+        if self.workspace is not None:
+            sql += f" AND {alias}.workspace_id = ?"
+            params.append(self.workspace)
+        return sql, params
+
+
+def in_workspace(cube: Cube, workspace: str | None) -> Cube:
+    """The cube's rows of one workspace (None: all of them, summed by every reader)."""
+    if workspace is None:
+        return cube
+    frames = {
+        name: getattr(cube, name).filter(pl.col("workspace_id") == workspace)
+        for name in cube.frames
+    }
+    return replace(cube, **frames, daily_percentiles=None)
+
+
+def cube_of(con: duckdb.DuckDBPyConnection, f: Filters) -> Cube:
+    """The daily cube of the filters' range, channels and workspace."""
+    cube = load_cube(con, f.tz, first=f.first, last=f.last, filters=f.dimensions())
+    return in_workspace(cube, f.workspace)
 
 
 #: KPI tiles: (label, metric, format). Rates are shown as percentages, latency as a duration.
@@ -80,10 +119,14 @@ def is_empty(con: duckdb.DuckDBPyConnection) -> bool:
     return not con.execute("SELECT count(*) FROM mart_conversations").fetchall()[0][0]
 
 
-def data_range(con: duckdb.DuckDBPyConnection) -> tuple[date, date] | None:
-    """The first and last day (UTC) with conversations."""
+def data_range(
+    con: duckdb.DuckDBPyConnection, workspace: str | None = None
+) -> tuple[date, date] | None:
+    """The first and last day (UTC) with conversations (of one workspace, if given)."""
     row = con.execute(
         "SELECT min(started_at)::DATE, max(started_at)::DATE FROM mart_conversations"
+        + (" WHERE workspace_id = ?" if workspace is not None else ""),
+        [workspace] if workspace is not None else [],
     ).fetchall()[0]
     return (row[0], row[1]) if row[0] is not None else None
 
@@ -91,7 +134,7 @@ def data_range(con: duckdb.DuckDBPyConnection) -> tuple[date, date] | None:
 def previous_covered(con: duckdb.DuckDBPyConnection, f: Filters) -> bool:
     """Whether the data reaches back over the whole previous period: a comparison with
     days the warehouse holds nothing for would show growth that is only missing data."""
-    span = data_range(con)
+    span = data_range(con, f.workspace)
     return span is not None and span[0] <= f.previous().first
 
 
@@ -112,20 +155,18 @@ def kpis(con: duckdb.DuckDBPyConnection, f: Filters) -> list[dict[str, Any]]:
 
 
 def _totals(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str, Any]:
-    cube = load_cube(con, f.tz, first=f.first, last=f.last, filters=f.dimensions())
-    (row,) = metrics_table(cube, f.first, f.last, by_day=False).to_dicts()
+    (row,) = metrics_table(cube_of(con, f), f.first, f.last, by_day=False).to_dicts()
     return row
 
 
 def daily(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     """Every metric per day of the range (days without data included)."""
-    cube = load_cube(con, f.tz, first=f.first, last=f.last, filters=f.dimensions())
-    return metrics_table(cube, f.first, f.last)
+    return metrics_table(cube_of(con, f), f.first, f.last)
 
 
 def breakdown_by(con: duckdb.DuckDBPyConnection, f: Filters, dimension: str) -> pl.DataFrame:
     """Headline figures per value of a dimension (channel, locale, intent, source or model tier)."""
-    cube = load_cube(con, f.tz, first=f.first, last=f.last, filters=f.dimensions())
+    cube = cube_of(con, f)
     if dimension == TIER:
         responses = breakdown(
             cube, f.first, f.last, "messages", TIER, "assistant_responses", by_day=False
@@ -163,30 +204,32 @@ def zone_sql(tz: str) -> str:
     return tz
 
 
-def transcript(con: duckdb.DuckDBPyConnection, conversation_id: str) -> dict[str, pl.DataFrame]:
-    """One conversation: its facts, messages with trace metadata, escalations and incidents."""
-    param = [conversation_id]
+def transcript(
+    con: duckdb.DuckDBPyConnection, conversation_id: str, workspace: str | None = None
+) -> dict[str, pl.DataFrame]:
+    """One conversation: its facts, messages with trace metadata, escalations and incidents
+    (of one workspace, if given: ids are a workspace's own, decision D-WORKSPACE-ID)."""
+    key = "conversation_id = ? AND (?::VARCHAR IS NULL OR workspace_id = ?)"
+    param = [conversation_id, workspace, workspace]
     return {
-        "conversation": read_frame(
-            con, "SELECT * FROM mart_conversations WHERE conversation_id = ?", param
-        ),
+        "conversation": read_frame(con, f"SELECT * FROM mart_conversations WHERE {key}", param),
         "messages": read_frame(
             con,
-            "SELECT position, created_at, role, text, latency_ms, model_tier, confidence, "
-            "policy_flags, knowledge_source FROM messages WHERE conversation_id = ? "
-            "ORDER BY position",
+            "SELECT workspace_id, position, created_at, role, text, latency_ms, model_tier, "
+            f"confidence, policy_flags, knowledge_source FROM messages WHERE {key} "
+            "ORDER BY workspace_id, position",
             param,
         ),
         "escalations": read_frame(
             con,
-            "SELECT escalated_at, reason_code, destination, owner, priority, origin, seen_in "
-            "FROM mart_escalations WHERE conversation_id = ? ORDER BY escalated_at",
+            "SELECT workspace_id, escalated_at, reason_code, destination, owner, priority, "
+            f"origin, seen_in FROM mart_escalations WHERE {key} ORDER BY escalated_at",
             param,
         ),
         "incidents": read_frame(
             con,
-            "SELECT triggered_at, flag, rule, severity, action, escalated, excerpt_redacted "
-            "AS excerpt FROM mart_guardrail_incidents WHERE conversation_id = ? "
+            "SELECT workspace_id, triggered_at, flag, rule, severity, action, escalated, "
+            f"excerpt_redacted AS excerpt FROM mart_guardrail_incidents WHERE {key} "
             "ORDER BY triggered_at",
             param,
         ),
@@ -203,8 +246,7 @@ def funnel(
         "AND started_at < ?::TIMESTAMPTZ",
         list(day_bounds(f.first, f.last)),
     )
-    if f.channels:
-        facts = facts.filter(pl.col("channel").is_in(list(f.channels)))
+    facts = facts.filter(_chosen(f))
     started = in_range(facts, f.first, f.last, f.tz)
     return {"funnel": lead_funnel(started, by), "bands": score_bands(started)}
 
@@ -214,9 +256,10 @@ def qualified_leads(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 500
     lo, hi = day_bounds(f.first, f.last)
     frame = read_frame(
         con,
-        "SELECT l.id AS lead_id, l.conversation_id, l.score, l.intent, l.qualified_at, "
-        "l.contact_fields, c.channel, c.source FROM leads l "
+        "SELECT l.workspace_id, l.id AS lead_id, l.conversation_id, l.score, l.intent, "
+        "l.qualified_at, l.contact_fields, c.channel, c.source FROM leads l "
         "LEFT JOIN mart_conversations c ON c.conversation_id = l.conversation_id "
+        "AND c.workspace_id = l.workspace_id "
         "WHERE l.qualified_at >= ?::TIMESTAMPTZ AND l.qualified_at < ?::TIMESTAMPTZ "
         "ORDER BY l.score DESC, l.qualified_at",
         [lo, hi],
@@ -224,33 +267,55 @@ def qualified_leads(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 500
     frame = frame.filter(
         pl.col("qualified_at").dt.convert_time_zone(f.tz).dt.date().is_between(f.first, f.last)
     )
+    return frame.filter(_chosen(f)).head(limit)
+
+
+def _chosen(f: Filters) -> pl.Expr:
+    """Rows (with ``channel`` and ``workspace_id``) of the chosen channels and workspace."""
+    keep = pl.lit(True)
     if f.channels:
-        frame = frame.filter(pl.col("channel").is_in(list(f.channels)))
-    return frame.head(limit)
+        keep = keep & pl.col("channel").is_in(list(f.channels))
+    if f.workspace is not None:
+        keep = keep & (pl.col("workspace_id") == f.workspace)
+    return keep
 
 
 def confidence_distribution(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     """Assistant responses per day and confidence band (tenths)."""
     lo, hi = day_bounds(f.first, f.last)
+    chosen, chosen_params = f.where("c")
     frame = read_frame(
         con,
         f"""SELECT (m.created_at AT TIME ZONE '{zone_sql(f.tz)}')::DATE AS date,
                    least(floor(coalesce(m.confidence, 0) * 10), 9) / 10 AS band,
                    count(*) AS responses
             FROM messages m JOIN mart_conversations c ON c.conversation_id = m.conversation_id
+              AND c.workspace_id = m.workspace_id
             WHERE m.role = 'assistant' AND m.created_at >= ?::TIMESTAMPTZ
-              AND m.created_at < ?::TIMESTAMPTZ
-              {"AND c.channel IN (" + ", ".join("?" * len(f.channels)) + ")" if f.channels else ""}
+              AND m.created_at < ?::TIMESTAMPTZ{chosen}
             GROUP BY ALL ORDER BY 1, 2""",
-        [lo, hi, *f.channels],
+        [lo, hi, *chosen_params],
     )
     return frame.filter(pl.col("date").is_between(f.first, f.last))
 
 
+def incident_log(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
+    """The incidents of the range (redacted) with their workspace, of the chosen channels
+    and workspace: the transform's incident log (``transform.incidents``), the workspace
+    column kept."""
+    require_marts(con)
+    lo, hi = day_bounds(f.first, f.last)
+    frame = read_frame(con, INCIDENT_QUERY, [lo, hi])
+    frame = frame.filter(local_date("triggered_at", f.tz).is_between(f.first, f.last) & _chosen(f))
+    return frame.with_columns(pl.col("excerpt_redacted").alias("excerpt")).select(
+        "workspace_id", *INCIDENT_COLUMNS
+    )
+
+
 def guardrail_report(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str, pl.DataFrame]:
     """Incidents (redacted), per flag per day, flag rates and repeat offenders."""
-    log = incidents(con, f.first, f.last, f.tz, filters=f.dimensions())
-    cube = load_cube(con, f.tz, first=f.first, last=f.last, filters=f.dimensions())
+    log = incident_log(con, f)
+    cube = cube_of(con, f)
     return {
         "incidents": log,
         "per_flag_per_day": per_flag_per_day(log, f.tz),
@@ -260,53 +325,88 @@ def guardrail_report(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str, pl
     }
 
 
+def has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    """Whether the snapshot's ``table`` has ``column`` (a snapshot published by an older
+    release may lack it)."""
+    found = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = ? "
+        "AND column_name = ? AND table_schema = current_schema()",
+        [table, column],
+    ).fetchall()
+    return bool(found[0][0])
+
+
 def _open_rows(con: duckdb.DuckDBPyConnection) -> str:
     """The filter for open quarantine rows; a snapshot published before schema 4 has no
     resolved rows (nor the column)."""
-    found = con.execute(
-        "SELECT count(*) FROM information_schema.columns "
-        "WHERE table_name = 'quarantine' AND column_name = 'resolved_at'"
-    ).fetchall()
-    return "WHERE resolved_at IS NULL" if found[0][0] else ""
+    return "WHERE resolved_at IS NULL" if has_column(con, "quarantine", "resolved_at") else ""
 
 
-def pipeline_status(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
+def _of_workspace(column: str) -> str:
+    """Rows of the workspace given twice as parameters (NULL: any), or of none."""
+    return f"({column} IS NULL OR ?::VARCHAR IS NULL OR {column} = ?)"
+
+
+def pipeline_status(
+    con: duckdb.DuckDBPyConnection, workspace: str | None = None
+) -> dict[str, pl.DataFrame]:
     """Freshness (last successful runs, bookmarks), run history and the open quarantine (rows
-    a replay or a later read has loaded since are resolved, not counted)."""
+    a replay or a later read has loaded since are resolved, not counted).
+
+    Extractions and bookmarks are a workspace's (``workspace``: that one's only); the
+    nightly run, webhook ingests, transforms and the quarantine serve the whole warehouse,
+    so they are shown whatever the workspace, their ``workspace_id`` NULL.
+    """
+    ws = "workspace_id" if has_column(con, "extract_runs", "workspace_id") else "NULL"
+    mine = _of_workspace(ws)
+    chosen = [workspace, workspace]
     runs = read_frame(
         con,
-        """SELECT 'nightly run' AS step, run_id, failed_step AS part, started_at, finished_at,
-                  status, NULL AS count, error FROM pipeline_runs
+        f"""SELECT * FROM (
+           SELECT 'nightly run' AS step, NULL::VARCHAR AS workspace_id, run_id,
+                  failed_step AS part, started_at, finished_at, status, NULL AS count, error
+           FROM pipeline_runs
            UNION ALL
-           SELECT 'extract' AS step, run_id, stream AS part, started_at, finished_at, status,
-                  records AS count, error FROM extract_runs
+           SELECT 'extract' AS step, {ws}, run_id, stream AS part, started_at, finished_at,
+                  status, records AS count, error FROM extract_runs WHERE {mine}
            UNION ALL
-           SELECT 'webhook ingest', ingest_run_id, NULL, started_at, finished_at, status,
+           SELECT 'webhook ingest', NULL, ingest_run_id, NULL, started_at, finished_at, status,
                   loaded, error FROM ingest_runs
            UNION ALL
-           SELECT 'transform', transform_run_id, NULL, started_at, finished_at, status,
-                  conversations, error FROM transform_runs
+           SELECT 'transform', NULL, transform_run_id, NULL, started_at, finished_at, status,
+                  conversations, error FROM transform_runs)
            ORDER BY started_at DESC NULLS LAST LIMIT 200""",
+        chosen,
     )
     freshness = read_frame(
         con,
-        """SELECT step, max(finished_at) AS last_success FROM (
-               SELECT 'nightly run' AS step, finished_at FROM pipeline_runs WHERE status = 'ok'
-               UNION ALL SELECT 'extract', finished_at FROM extract_runs WHERE status = 'ok'
-               UNION ALL SELECT 'webhook ingest', finished_at FROM ingest_runs WHERE status = 'ok'
-               UNION ALL SELECT 'transform', finished_at FROM transform_runs WHERE status = 'ok')
-           GROUP BY step ORDER BY step""",
+        f"""SELECT step, workspace_id, max(finished_at) AS last_success FROM (
+               SELECT 'nightly run' AS step, NULL::VARCHAR AS workspace_id, finished_at
+               FROM pipeline_runs WHERE status = 'ok'
+               UNION ALL SELECT 'extract', {ws}, finished_at FROM extract_runs
+               WHERE status = 'ok' AND {mine}
+               UNION ALL SELECT 'webhook ingest', NULL, finished_at FROM ingest_runs
+               WHERE status = 'ok'
+               UNION ALL SELECT 'transform', NULL, finished_at FROM transform_runs
+               WHERE status = 'ok')
+           GROUP BY ALL ORDER BY step, workspace_id""",
+        chosen,
     )
+    marks = "workspace_id" if has_column(con, "bookmarks", "workspace_id") else "NULL"
     return {
         "freshness": freshness,
         "bookmarks": read_frame(
-            con, "SELECT stream, high_water_mark, run_id, committed_at FROM bookmarks ORDER BY 1"
+            con,
+            f"SELECT {marks} AS workspace_id, stream, high_water_mark, run_id, committed_at "
+            f"FROM bookmarks WHERE {_of_workspace(marks)} ORDER BY 1, 2",
+            chosen,
         ),
         "runs": runs,
         "quarantine": read_frame(
             con,
-            "SELECT reason, count(*) AS lines, count(DISTINCT source_file) AS files, "
+            "SELECT NULL::VARCHAR AS workspace_id, reason, count(*) AS lines, "
+            "count(DISTINCT source_file) AS files, "
             f"max(quarantined_at) AS last_seen FROM quarantine {_open_rows(con)} "
-            "GROUP BY reason ORDER BY lines DESC",
+            "GROUP BY ALL ORDER BY lines DESC",
         ),
     }

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ import streamlit as st
 from convo_analytics.dashboard import _conversations as conversations
 from convo_analytics.dashboard import _notebooks as notebooks
 from convo_analytics.dashboard import _queries as queries
+from convo_analytics.dashboard import _workspaces as workspaces
 from convo_analytics.dashboard._format import DisplayColumn, for_display
 from convo_analytics.dashboard._queries import Filters
 from convo_analytics.dashboard._views import (
@@ -40,6 +42,7 @@ from convo_analytics.dashboard._views import (
     filters_to_params,
     slice_to_params,
 )
+from convo_analytics.dashboard._workspaces import with_workspace, workspace_label
 from convo_analytics.publish import (
     UNREADABLE,
     Snapshot,
@@ -55,7 +58,7 @@ ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/L
 #: Functions a page may ask for by name through :func:`query`.
 _QUERIES: dict[str, Callable[..., Any]] = {
     name: fn
-    for module in (queries, conversations)
+    for module in (queries, conversations, workspaces)
     for name, fn in vars(module).items()
     if callable(fn)
     and not name.startswith("_")
@@ -178,9 +181,17 @@ def _default_filters(first_day: date, last_day: date) -> Filters:
     return Filters(max(first_day, last_day - timedelta(days=29)), last_day)
 
 
+def _known_workspace(names: dict[str, str], wanted: str | None) -> str:
+    """The workspace id a URL names by id or by name ("": all, also for one not known)."""
+    if wanted in names:
+        return wanted
+    return next((ws for ws, name in names.items() if wanted is not None and name == wanted), "")
+
+
 def sidebar_filters(snap: Snapshot | None) -> Filters | None:
-    """The global filters (date range, time zone, channels), kept across pages and in the
-    URL: a session opened from a URL starts with the filters its query string names."""
+    """The global filters (workspace, date range, time zone, channels), kept across pages
+    and in the URL: a session opened from a URL starts with the filters its query string
+    names."""
     if snap is None or query(snap, "is_empty"):
         return None
     span = query(snap, "data_range")
@@ -188,11 +199,15 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
     first_day, last_day = span
     default = _default_filters(first_day, last_day)
     known = query(snap, "channels")
+    names: dict[str, str] = query(snap, "workspace_names")
     if "filter_range" not in st.session_state:  # a new session: the URL's view, if any
         from_url = filters_from_params(_params(), default)
         st.session_state["filter_range"] = (from_url.first, from_url.last)
         st.session_state["filter_tz"] = from_url.tz if from_url.tz in ZONES else "UTC"
         st.session_state["filter_channels"] = [c for c in from_url.channels if c in known]
+        st.session_state["filter_workspace"] = _known_workspace(names, from_url.workspace)
+    if st.session_state.get("filter_workspace", "") not in ("", *names):  # a new snapshot
+        st.session_state["filter_workspace"] = ""
     if "_pending_channels" in st.session_state:  # a chart's click picked a channel
         st.session_state["filter_channels"] = [
             c for c in st.session_state.pop("_pending_channels") if c in known
@@ -208,11 +223,22 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
         )
         tz = st.selectbox("Time zone", ZONES, key="filter_tz")
         chosen = st.multiselect("Channels", known, key="filter_channels", placeholder="all")
+        workspace = st.selectbox(
+            "Workspace",
+            ["", *names] if len(names) > 1 else [""],
+            format_func=lambda ws: workspace_label(names, ws or None),
+            key="filter_workspace",
+            disabled=len(names) <= 1,
+            help="Every page's figures, tables and downloads are this workspace's; "
+            "all workspaces are summed (the Workspaces page compares them).",
+        )
     days: list[Any] = list(picked) if isinstance(picked, tuple) else [picked]
     days = [d for d in days if isinstance(d, date)] or [default.first, default.last]
     first, last = days[0], days[-1]  # one day while the user is mid-way through picking
-    f = Filters(first, last, str(tz), tuple(chosen))
-    write_params(filters_to_params(f), keep_others=True, owned=("from", "to", "tz", "channel"))
+    f = Filters(first, last, str(tz), tuple(chosen), str(workspace) if workspace else None)
+    write_params(
+        filters_to_params(f), keep_others=True, owned=("from", "to", "tz", "channel", "workspace")
+    )
     return f
 
 
@@ -248,8 +274,27 @@ def write_params(
             st.query_params[key] = wanted if len(wanted) != 1 else wanted[0]
 
 
-def download(frame: pl.DataFrame, name: str, label: str = "Download as CSV") -> None:
-    """A download button for the data behind a chart or table (the raw values)."""
+def _workspace_view() -> tuple[dict[str, str], str | None]:
+    """The snapshot's workspace names and the chosen workspace (None: all)."""
+    snap = snapshot()
+    f = st.session_state.get("filters")
+    names = query(snap, "workspace_names") if snap is not None else {}
+    return names, f.workspace if isinstance(f, Filters) else None
+
+
+def named(frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame with the workspace (name) as its first column: each row's, else the chosen
+    workspace's (or all workspaces')."""
+    return with_workspace(frame, *_workspace_view())
+
+
+def download(
+    frame: pl.DataFrame, name: str, label: str = "Download as CSV", *, workspace: bool = True
+) -> None:
+    """A download button for the data behind a chart or table (the raw values, with the
+    workspace unless ``workspace`` is off)."""
+    if workspace:
+        frame = named(frame)
     flat = frame.with_columns(
         pl.col(c).cast(pl.List(pl.String)).list.join(", ")
         for c, t in frame.schema.items()
@@ -276,13 +321,22 @@ def _column_config(column: DisplayColumn) -> Any:
 
 
 def show_table(
-    frame: pl.DataFrame, name: str, tz: str | None = None, *, relabel: bool = True
+    frame: pl.DataFrame,
+    name: str,
+    tz: str | None = None,
+    *,
+    relabel: bool = True,
+    workspace: bool = True,
 ) -> None:
-    """A table with human labels and formatted values, and its download (raw values)."""
-    shown = for_display(frame, tz, relabel=relabel)
+    """A table with human labels and formatted values, and its download (raw values); the
+    workspace (name) is the first column of both unless ``workspace`` is off."""
+    if workspace:
+        frame = named(frame)
+    shown = for_display(frame.drop("workspace_id", strict=False) if workspace else frame, tz,
+                        relabel=relabel)  # fmt: skip
     config = {c: _column_config(d) for c, d in shown.columns.items()}
     st.dataframe(shown.frame, hide_index=True, width="stretch", column_config=config)
-    download(frame, name)
+    download(frame, name, workspace=False)
 
 
 def chart_with_drill(chart: Any, key: str, kind: str, f: Filters) -> None:
@@ -300,8 +354,7 @@ def chart_with_drill(chart: Any, key: str, kind: str, f: Filters) -> None:
 
 def open_conversations(drill: Drill, f: Filters) -> None:
     """Switch to the Conversations page showing the drill's slice."""
-    target = Filters(f.first, f.last, f.tz, drill.channels if drill.channels is not None
-                     else f.channels)  # fmt: skip
+    target = replace(f, channels=drill.channels if drill.channels is not None else f.channels)
     if drill.channels is not None:  # the sidebar takes it before drawing its widget
         st.session_state["_pending_channels"] = list(drill.channels)
     values = {**filters_to_params(target), **slice_to_params(drill.slice)}
@@ -317,6 +370,7 @@ __all__ = [
     "connection",
     "download",
     "filters",
+    "named",
     "open_conversations",
     "params",
     "published_dir",

@@ -9,10 +9,11 @@ opening the URL restores it. Values that do not parse are ignored (the
 default is used), never an error: a URL is user input.
 
 Query parameters: ``from``, ``to`` (YYYY-MM-DD), ``tz``, ``channel``
-(repeated) for every page; on Conversations ``day``, ``basis``, ``locale``,
-``intent``, ``source``, ``status`` (repeated), ``escalated``, ``flagged``,
-``flag``, ``tier``, ``band``, ``below``, ``step``, ``q``, ``page`` and
-``conversation``; on Explore ``notebook``.
+(repeated) and ``workspace`` (its id; a name is accepted too) for every
+page; on Conversations ``day``, ``basis``, ``locale``, ``intent``,
+``source``, ``status`` (repeated), ``escalated``, ``flagged``, ``flag``,
+``tier``, ``band``, ``below``, ``step``, ``q``, ``page`` and ``conversation``;
+on Explore ``notebook``.
 """
 
 from __future__ import annotations
@@ -148,7 +149,8 @@ def filters_from_params(params: Params, default: Filters) -> Filters:
             if part.strip()
         )
     )
-    return Filters(first, last, _zone(_one(params, "tz")) or default.tz, channels)
+    return Filters(first, last, _zone(_one(params, "tz")) or default.tz, channels,
+                   _one(params, "workspace") or default.workspace)  # fmt: skip
 
 
 def filters_to_params(f: Filters) -> dict[str, str | list[str]]:
@@ -157,6 +159,8 @@ def filters_to_params(f: Filters) -> dict[str, str | list[str]]:
     }  # fmt: skip
     if f.channels:
         out["channel"] = list(f.channels)
+    if f.workspace is not None:
+        out["workspace"] = f.workspace
     return out
 
 

@@ -1,0 +1,244 @@
+"""The dashboard over three workspaces (issue 17), through AppTest: the sidebar's workspace
+narrows every page's figures to that workspace's own (checked against the marts by SQL
+of their own), the Workspaces page shows each workspace's figures side by side, and
+every table and download names the workspace."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any, ClassVar
+
+import duckdb
+import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.testing.v1 import AppTest
+
+from convo_analytics.dashboard import charts
+from dashboard_support import WORKSPACES, three_workspaces
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "dashboards" / "streamlit_app.py")
+PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "workspaces",
+         "explore", "pipeline"]  # fmt: skip
+NAMES = {f"ws_{name}": name for name, _ in WORKSPACES}
+
+
+def _expected(db: Path, first: date, last: date) -> dict[str | None, dict[str, Any]]:
+    """Each workspace's figures (and all of them together, under None) for the range,
+    straight from the marts by SQL: what the dashboard must show."""
+    con = duckdb.connect(str(db), read_only=True)
+    con.execute("SET TimeZone = 'UTC'")
+    try:
+        out: dict[str | None, dict[str, Any]] = {}
+        for ws in (*NAMES, None):
+            mine = "true" if ws is None else f"workspace_id = '{ws}'"
+            conv = con.execute(
+                f"""SELECT count(*), avg((status = 'resolved')::INT), avg(escalated::INT),
+                           count(qualified_at), count(lead_id),
+                           count(*) FILTER (positive_feedback) / count(feedback_rating)
+                    FROM mart_conversations
+                    WHERE started_at::DATE BETWEEN ? AND ? AND {mine}""",
+                [first, last],
+            ).fetchall()[0]
+            latency = con.execute(
+                f"""SELECT count(*), avg(coalesce(latency_ms, 0)),
+                           quantile_cont(coalesce(latency_ms, 0), 0.9)
+                    FROM messages WHERE role = 'assistant'
+                    AND created_at::DATE BETWEEN ? AND ? AND {mine}""",
+                [first, last],
+            ).fetchall()[0]
+            (incidents,) = con.execute(
+                f"SELECT count(*) FROM mart_guardrail_incidents "
+                f"WHERE triggered_at::DATE BETWEEN ? AND ? AND {mine}",
+                [first, last],
+            ).fetchall()[0]
+            (held,) = con.execute(
+                f"SELECT count(*) FROM mart_conversations WHERE {mine}"
+            ).fetchall()[0]
+            out[ws] = {
+                "conversations": conv[0], "resolutionRate": conv[1], "escalationRate": conv[2],
+                "leadsQualified": conv[3], "leads": conv[4], "csat": conv[5],
+                "responses": latency[0], "avgLatencyMs": latency[1], "latencyP90Ms": latency[2],
+                "guardrailTriggers": incidents, "held": held,
+            }  # fmt: skip
+        return out
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("dashboard-workspaces")
+    with three_workspaces(folder) as (published, db):
+        con = duckdb.connect(str(db), read_only=True)
+        first_day, last_day = con.execute(
+            "SELECT min(started_at)::DATE, max(started_at)::DATE FROM mart_conversations"
+        ).fetchall()[0]
+        con.close()
+        first = max(first_day, last_day - timedelta(days=29))  # the dashboard's default range
+        yield {"published": published, "expected": _expected(db, first, last_day)}
+
+
+class _Recording(MemoryMediaFileStorage):
+    """AppTest's in-memory media storage, kept so that a test can read the CSV a download
+    button would hand over."""
+
+    made: ClassVar[list[_Recording]] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _Recording.made.append(self)
+
+
+@pytest.fixture
+def downloads(monkeypatch: pytest.MonkeyPatch) -> list[_Recording]:
+    _Recording.made = []
+    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", _Recording)
+    return _Recording.made
+
+
+def _csv(at: AppTest, made: list[_Recording]) -> dict[str, list[list[str]]]:
+    """Every download button's CSV of the last run (header first), by its URL."""
+    out = {}
+    for button in at.get("download_button"):
+        url = button.proto.url
+        if url.endswith(".csv"):
+            data = made[-1].get_file(url.rsplit("/", 1)[-1]).content
+            out[url] = list(csv.reader(io.StringIO(bytes(data).decode("utf-8"))))
+    return out
+
+
+def _records(rows: list[list[str]]) -> list[dict[str, str]]:
+    return [dict(zip(rows[0], row, strict=True)) for row in rows[1:]]
+
+
+def _app(published: Path, monkeypatch: pytest.MonkeyPatch, query: dict[str, Any] | None = None
+         ) -> AppTest:  # fmt: skip
+    monkeypatch.setenv("CONVO_PUBLISHED_DIR", str(published))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(query or {})
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _page(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"app_pages/{page}.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _count(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def test_the_selector_offers_every_workspace_by_name(
+    three: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = _app(three["published"], monkeypatch)
+    selector = at.sidebar.selectbox(key="filter_workspace")
+    assert selector.options == ["All workspaces", "acme", "globex", "initech"]
+    assert selector.value == "" and not selector.disabled  # all workspaces by default
+    tiles = {m.label: m.value for m in at.metric}
+    assert _count(tiles["Conversations"]) == three["expected"][None]["conversations"]
+    by_name = _app(three["published"], monkeypatch, {"workspace": "globex"})
+    assert by_name.sidebar.selectbox(key="filter_workspace").value == "ws_globex"
+    by_id = _app(three["published"], monkeypatch, {"workspace": "ws_initech"})
+    assert by_id.sidebar.selectbox(key="filter_workspace").value == "ws_initech"
+    assert by_id.query_params["workspace"] in ("ws_initech", ["ws_initech"])
+    unknown = _app(three["published"], monkeypatch, {"workspace": "nobody"})
+    assert unknown.sidebar.selectbox(key="filter_workspace").value == ""
+
+
+@pytest.mark.parametrize("ws", sorted(NAMES))
+def test_a_workspace_narrows_every_page_to_its_own_figures(
+    three: dict[str, Any], monkeypatch: pytest.MonkeyPatch, downloads: list[_Recording], ws: str
+) -> None:
+    want, name = three["expected"][ws], NAMES[ws]
+    assert want["conversations"] < three["expected"][None]["conversations"]
+    at = _app(three["published"], monkeypatch)
+    at.sidebar.selectbox(key="filter_workspace").select(ws).run()
+    assert not at.exception, at.exception
+    tiles = {m.label: m.value for m in at.metric}
+    assert _count(tiles["Conversations"]) == want["conversations"]
+    assert tiles["Resolution rate"] == f"{want['resolutionRate']:.1%}"
+    assert tiles["Escalation rate"] == f"{want['escalationRate']:.1%}"
+    assert tiles["CSAT"] == f"{want['csat']:.1%}"
+    assert _count(tiles["Leads qualified"]) == want["leadsQualified"]
+
+    _page(at, "conversations")
+    assert f"{want['conversations']:,} conversations" in at.caption[0].value
+    assert set(at.dataframe[0].value["workspace"]) == {name}
+
+    _page(at, "leads")
+    funnel = at.dataframe[0].value
+    assert funnel.loc[funnel["step"] == "started", "conversations"].item() == want["conversations"]
+    qualified = at.dataframe[2].value
+    assert set(qualified["workspace"]) == {name}
+
+    _page(at, "quality")
+    files = _csv(at, downloads)
+    low = next(_records(rows) for rows in files.values() if "assistantResponses" in rows[0])
+    assert sum(int(r["assistantResponses"]) for r in low) == want["responses"]
+
+    _page(at, "guardrails")
+    log = at.dataframe[1].value
+    assert len(log) == want["guardrailTriggers"] and set(log["workspace"]) == {name}
+
+    _page(at, "explore")
+    cell = next(d.value for d in at.dataframe if "conversations" in d.value.columns)
+    assert cell["conversations"].sum() == want["held"]  # Explore's tables: its rows only
+
+    _page(at, "pipeline")
+    bookmarks = at.dataframe[1].value
+    assert set(bookmarks["workspace"]) == {name} and len(bookmarks) == 2
+
+    _page(at, "workspaces")  # the comparison shows them all, whatever is chosen
+    assert len(at.dataframe[0].value) == len(NAMES) + 1
+
+
+def test_the_comparison_shows_each_workspaces_own_figures(
+    three: dict[str, Any], monkeypatch: pytest.MonkeyPatch, downloads: list[_Recording]
+) -> None:
+    at = _page(_app(three["published"], monkeypatch), "workspaces")
+    table = at.dataframe[0].value
+    assert list(table["workspace"]) == [*NAMES.values(), "All workspaces"]
+    (raw,) = _csv(at, downloads).values()
+    rows = _records(raw)
+    assert [r["workspace"] for r in rows] == [*NAMES.values(), "All workspaces"]
+    for row in rows:
+        want = three["expected"][row["workspace_id"] or None]
+        for column in ("conversations", "leads", "leadsQualified", "guardrailTriggers"):
+            assert int(row[column]) == want[column], (row["workspace"], column)
+        for column in ("resolutionRate", "escalationRate", "csat", "avgLatencyMs",
+                       "latencyP90Ms"):  # fmt: skip
+            assert float(row[column]) == pytest.approx(want[column], rel=1e-9), column
+    figures = [int(r["conversations"]) for r in rows]
+    assert sum(figures[:-1]) == figures[-1]  # all workspaces: the sum of each
+    (chart,) = at.get("vega_lite_chart")  # a bar per workspace, in the table's order
+    spec = json.loads(chart.proto.spec)
+    assert spec["encoding"]["y"]["sort"] == list(NAMES.values())
+    assert spec["encoding"]["color"]["scale"]["range"][:3] == charts.OKABE_ITO[:3]
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p != "explore"])  # Explore: own SQL
+def test_every_table_and_download_names_the_workspace(
+    three: dict[str, Any], monkeypatch: pytest.MonkeyPatch, downloads: list[_Recording], page: str
+) -> None:
+    at = _app(three["published"], monkeypatch)
+    if page != "overview":
+        _page(at, page)
+    tables = [d.value for d in at.dataframe]
+    files = _csv(at, downloads)
+    assert files and (tables or page == "quality"), page  # Quality: charts and downloads
+    for table in tables:
+        assert table.columns[0] == "workspace", (page, list(table.columns))
+        assert set(table["workspace"]) <= {*NAMES.values(), "All workspaces", "–"}
+    for url, rows in files.items():
+        assert rows[0][0] == "workspace", (page, url, rows[0])
