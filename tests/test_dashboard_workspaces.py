@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import duckdb
+import orjson
 import pytest
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
@@ -242,3 +243,24 @@ def test_every_table_and_download_names_the_workspace(
         assert set(table["workspace"]) <= {*NAMES.values(), "All workspaces", "–"}
     for url, rows in files.items():
         assert rows[0][0] == "workspace", (page, url, rows[0])
+
+
+def test_the_compliance_export_is_the_chosen_workspaces(
+    three: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Guardrails page's export follows the sidebar: one workspace's rows and manifest
+    when one is chosen, every workspace's (each row naming its own) when none is."""
+    at = _page(_app(three["published"], monkeypatch), "guardrails")
+    at.button(key="export_prepare").click().run()
+    assert not at.exception, at.exception
+    every = {w["workspaceId"]: w["rows"] for w in at.session_state["export_manifest"]["workspaces"]}
+    assert set(every) == set(NAMES) and all(every.values()), every
+    ws = sorted(NAMES)[0]
+    at.sidebar.selectbox(key="filter_workspace").select(ws).run()
+    at.button(key="export_prepare").click().run()
+    assert not at.exception, at.exception
+    manifest = at.session_state["export_manifest"]
+    assert [(w["workspaceId"], w["rows"]) for w in manifest["workspaces"]] == [(ws, every[ws])]
+    (data,) = [b for name, b in at.session_state["export_files"].items() if name.endswith("l")]
+    rows = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+    assert len(rows) == every[ws] and {r["workspace_id"] for r in rows} == {ws}

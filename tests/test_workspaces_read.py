@@ -15,7 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import httpx
+import orjson
 import pytest
 
 from convo_analytics._serving import ServerThread
@@ -59,8 +61,25 @@ def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         cwd, env = made["dir"], made["env"]
         made["db"] = db = cwd / "w.duckdb"
         _ok(convo(cwd, "extract", "--db", str(db), **env))
-        _ok(convo(cwd, "transform", "--db", str(db), "--tz", "UTC"))
+        done = _ok(convo(cwd, "transform", "--db", str(db), "--tz", "UTC", "--json"))
+        made["transform"] = orjson.loads(done.stdout)
         yield made
+
+
+def test_each_workspace_reconciles_with_its_own_service_summary(three: dict[str, Any]) -> None:
+    """The transform compares each workspace's days with that workspace's summary only:
+    three workspaces, no mismatch (comparing all three with one summary would show them)."""
+    result = three["transform"]
+    assert result["reconciled_days"] > 0
+    assert result["mismatches"] == [], result["mismatches"][:5]
+    reconciled = duckdb.connect(str(three["db"]), read_only=True)
+    try:
+        summaries = reconciled.execute(
+            "SELECT count(DISTINCT workspace_id) FROM service_summaries"
+        ).fetchall()[0][0]
+    finally:
+        reconciled.close()
+    assert summaries == 3, "each workspace's own summary was extracted"
 
 
 def _service_summary(made: dict[str, Any], name: str, tz: str = "UTC") -> dict[str, Any]:

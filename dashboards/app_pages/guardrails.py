@@ -18,7 +18,7 @@ from convo_analytics.dashboard._session import (
     require_snapshot,
     show_table,
 )
-from convo_analytics.export import FORMATS, export_guardrails
+from convo_analytics.export import FORMATS, export_guardrails, warehouse_workspaces
 
 snap = require_snapshot()
 f = filters()
@@ -44,8 +44,8 @@ with right:
 
 st.subheader("Compliance export")
 st.caption(
-    "The same files and manifest as `convo export guardrails`, redacted, of every workspace "
-    "(the sidebar's workspace does not narrow it)."
+    "The same files and manifest as `convo export guardrails --workspace`, redacted: the "
+    "sidebar's workspace, or every workspace; each row names its workspace."
 )
 fmt = st.selectbox("Format", FORMATS, key="export_format")
 if st.button("Prepare the export", key="export_prepare"):
@@ -57,6 +57,11 @@ if st.button("Prepare the export", key="export_prepare"):
             Path(folder),
             tz=f.tz,
             fmt=fmt,  # type: ignore[arg-type]
+            workspaces=[
+                w for w in warehouse_workspaces(connection(snap)) if w.workspace_id == f.workspace
+            ]
+            if f.workspace
+            else None,
         )
         st.session_state["export_files"] = {
             result.data_file.name: result.data_file.read_bytes(),

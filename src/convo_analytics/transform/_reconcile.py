@@ -14,6 +14,7 @@ from datetime import date
 from typing import Any
 
 import duckdb
+import polars as pl
 
 from convo_analytics.transform._cube import Cube
 from convo_analytics.transform._frames import read_frame
@@ -37,15 +38,19 @@ class Mismatch:
     metric: str
     warehouse: float | None
     service: float | None
+    #: The workspace whose service summary this is (each workspace is compared alone).
+    workspace_id: str | None = None
 
     def describe(self) -> str:
+        where = f"{self.workspace_id} " if self.workspace_id else ""
         return (
-            f"{self.date} ({self.timezone}) {self.metric}: warehouse {self.warehouse}, "
+            f"{where}{self.date} ({self.timezone}) {self.metric}: warehouse {self.warehouse}, "
             f"service {self.service}"
         )
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "workspace_id": self.workspace_id,
             "timezone": self.timezone,
             "date": self.date.isoformat(),
             "metric": self.metric,
@@ -87,15 +92,27 @@ def service_days(con: duckdb.DuckDBPyConnection, timezone: str) -> int:
 
 
 def reconcile(con: duckdb.DuckDBPyConnection, cube: Cube, tolerance: float) -> list[Mismatch]:
-    """Every (day, metric) where the warehouse and the service disagree beyond ``tolerance``."""
+    """Every (workspace, day, metric) where the warehouse and the service disagree beyond
+    ``tolerance``: each workspace's summary rows against that workspace's rows of the cube
+    (a service summary is one workspace's, D-WORKSPACE-ID)."""
     service = read_frame(
-        con, "SELECT * FROM service_summaries WHERE timezone = ? ORDER BY date", [cube.timezone]
+        con,
+        "SELECT * FROM service_summaries WHERE timezone = ? ORDER BY workspace_id, date",
+        [cube.timezone],
     )
-    if service.is_empty():
-        return []
+    out: list[Mismatch] = []
+    for (workspace_id,), rows in service.group_by("workspace_id", maintain_order=True):
+        out += _reconcile_workspace(cube, str(workspace_id), rows, tolerance)
+    return out
+
+
+def _reconcile_workspace(
+    cube: Cube, workspace_id: str, service: pl.DataFrame, tolerance: float
+) -> list[Mismatch]:
     first, last = service["date"].min(), service["date"].max()
     assert isinstance(first, date) and isinstance(last, date)
-    ours = {row["date"]: row for row in metrics_table(cube, first, last).iter_rows(named=True)}
+    mine_cube = cube.of_workspaces([workspace_id])
+    ours = {row["date"]: row for row in metrics_table(mine_cube, first, last).iter_rows(named=True)}
     metrics = [*COUNTS, *RATES, *LATENCY_QUANTILES, *MEDIANS]
     out = []
     for row in service.iter_rows(named=True):
@@ -109,6 +126,9 @@ def reconcile(con: duckdb.DuckDBPyConnection, cube: Cube, tolerance: float) -> l
                 continue  # the service did not report it: nothing to compare
             if _differs(mine.get(metric), row[column], tolerance):
                 out.append(
-                    Mismatch(cube.timezone, row["date"], metric, mine.get(metric), row[column])
-                )
+                    Mismatch(
+                        cube.timezone, row["date"], metric, mine.get(metric), row[column],
+                        workspace_id,
+                    )
+                )  # fmt: skip
     return out
