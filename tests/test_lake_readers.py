@@ -132,6 +132,8 @@ def test_every_dashboard_page_reads_the_lake(
     published.read_lake(monkeypatch)
     from_lake = _app(published.lake_dir, monkeypatch, page)
     assert not from_lake.exception, from_lake.exception
+    assert not any("Nothing has been published" in i.value for i in from_lake.info)
+    assert not from_lake.error, [e.value for e in from_lake.error]
     assert from_lake.title and from_lake.title[0].value.lower() == page
     assert [(m.label, m.value) for m in from_lake.metric] == [
         (m.label, m.value) for m in from_snapshot.metric
