@@ -174,3 +174,17 @@ def test_a_new_commit_makes_a_new_copy_and_an_unreachable_lake_keeps_the_last(
         lake.close()
     with pytest.raises(SnapshotUnreadable, match="cannot be read"):
         current_snapshot(tmp_path / "never-copied")
+
+
+def test_a_bad_lake_setting_is_one_reason_every_reader_shows(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CONVO_READ_SOURCE", "lake")
+    monkeypatch.setenv("CONVO_LAKE_CATALOG_URI", "postgresql://convo:hunter2-pw@127.0.0.1/x")
+    with pytest.raises(SnapshotUnreadable) as caught:
+        current_snapshot(tmp_path)
+    assert "CONVO_LAKE_CATALOG_PASSWORD" in str(caught.value)
+    assert "hunter2-pw" not in str(caught.value)
+    monkeypatch.setenv("CONVO_READ_SOURCE", "elsewhere")
+    with pytest.raises(SnapshotUnreadable, match=r"read\.source|CONVO_READ_SOURCE"):
+        current_snapshot(tmp_path)

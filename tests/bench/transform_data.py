@@ -102,6 +102,7 @@ def _messages(con: duckdb.DuckDBPyConnection, ids: str, n: int, count: int, run:
     con.execute(
         f"""INSERT INTO messages BY NAME
         SELECT 'm' || i || '_' || p AS id, 'c' || i AS conversation_id, p AS position,
+               'ws_bench' AS workspace_id,
                CASE WHEN p % 2 = 0 THEN 'user' ELSE 'assistant' END AS role,
                {_pick("i + p", "say", SENTENCES)} || ' (#' || (i % 9973) || ')' AS text,
                {start} + to_microseconds((p * 30 + hash(i, p) % 20)::BIGINT * 1000000)
@@ -133,6 +134,7 @@ def _children(con: duckdb.DuckDBPyConnection, ids: str, n: int, run: str) -> Non
     con.execute(
         f"""INSERT INTO conversation_escalations BY NAME
         SELECT 'e' || i || '_' || k AS id, 'c' || i AS conversation_id, k AS position,
+               'ws_bench' AS workspace_id,
                {start} + to_microseconds((90 + k * 60)::BIGINT * 1000000) AS created_at,
                {_pick("i + k", "reason", reasons)} AS reason_code,
                {_pick("i + k", "dest", ["helpdesk", "live-chat", "crm"])} AS destination,
@@ -144,6 +146,7 @@ def _children(con: duckdb.DuckDBPyConnection, ids: str, n: int, run: str) -> Non
     con.execute(
         f"""INSERT INTO conversation_guardrail_events BY NAME
         SELECT 'g' || i AS id, 'c' || i AS conversation_id, 0 AS position,
+               'ws_bench' AS workspace_id,
                'm' || i || '_0' AS message_id, {start} AS triggered_at,
                {_pick("i", "flag", flags)} AS flag,
                'rule' AS rule, 'privacy' AS category, 'medium' AS severity, 'logged' AS action,

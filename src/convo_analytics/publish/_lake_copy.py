@@ -42,13 +42,18 @@ def lake_source() -> LakeConfig | None:
     """The lake to read when the settings say ``read.source = "lake"`` (from the
     environment and the config file a command would find), else None."""
     from convo_analytics.config import load_settings
+    from convo_analytics.errors import UserError
+    from convo_analytics.publish._reader import SnapshotUnreadable
 
-    settings = load_settings(None, {})
-    if settings.get_str("read.source") != "lake":
-        return None
-    from convo_analytics.lake import LakeConfig
+    try:
+        settings = load_settings(None, {})
+        if settings.get_str("read.source") != "lake":
+            return None
+        from convo_analytics.lake import LakeConfig
 
-    return LakeConfig.from_settings(settings)
+        return LakeConfig.from_settings(settings)
+    except UserError as exc:  # a bad setting: every reader says so, as for a bad snapshot
+        raise SnapshotUnreadable(f"the settings cannot be used: {exc}") from None
 
 
 def lake_snapshot(config: LakeConfig, published_dir: Path) -> Snapshot | None:
