@@ -92,7 +92,9 @@ def child_anchor(db: str, out: str) -> None:
     from convo_analytics.lake import LAKE_TABLES
 
     con = duckdb.connect(db, read_only=True)
-    present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables")}
+    present = {
+        r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+    }
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     rows = 0
@@ -101,7 +103,7 @@ def child_anchor(db: str, out: str) -> None:
         if spec.name not in present:
             continue
         query = spec.query("SELECT DISTINCT workspace_id FROM conversations")
-        rows += con.sql(f"SELECT count(*) FROM ({query})").fetchone()[0]  # type: ignore[index]
+        rows += con.execute(f"SELECT count(*) FROM ({query})").fetchall()[0][0]
         con.execute(
             f"COPY ({query}) TO '{folder / spec.name}.parquet' (FORMAT parquet, COMPRESSION zstd)"
         )
