@@ -111,7 +111,9 @@ def _reconcile_workspace(
 ) -> list[Mismatch]:
     first, last = service["date"].min(), service["date"].max()
     assert isinstance(first, date) and isinstance(last, date)
-    mine_cube = cube.of_workspaces([workspace_id])
+    # a cube of one workspace comes summed over it (no workspace_id column): nothing to narrow
+    narrowed = "workspace_id" in cube.conversations.columns
+    mine_cube = cube.of_workspaces([workspace_id]) if narrowed else cube
     ours = {row["date"]: row for row in metrics_table(mine_cube, first, last).iter_rows(named=True)}
     metrics = [*COUNTS, *RATES, *LATENCY_QUANTILES, *MEDIANS]
     out = []
