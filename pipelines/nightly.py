@@ -10,6 +10,7 @@ duplicates, and readers see only what ``publish`` copies.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,9 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
     roots = [archive_dir] if archive_dir.exists() else []
     roots += [Path(p) for p in settings.get_list("run.ingest_paths")]
     files = archive_files(roots) if roots else []
-    if secret is None:  # only the workspaces' own archives can be verified
-        files = [f for f in files if "workspaces" in f.parts]
+    if secret is None:  # only the configured workspaces' own archives can be verified
+        names = {w.name for w in hooked}
+        files = [f for f in files if _workspace_folder(f) in names]
     if not files:
         return {"files": 0}
     results = []
@@ -97,6 +99,13 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
         "quarantined": sum(result.quarantined.values()),
         "quarantine_open": _open_quarantine(ctx.db_path),
     }
+
+
+def _workspace_folder(path: Path) -> str | None:
+    """The workspace whose archive folder (``.../workspaces/NAME/...``) holds ``path``."""
+    parts = path.parts
+    found = [b for a, b in itertools.pairwise(parts) if a == "workspaces"]
+    return found[-1] if found else None
 
 
 def _open_quarantine(db_path: Path) -> int:
@@ -205,7 +214,8 @@ def _run_done(run_id: str) -> Any:
 
 
 def exports(ctx: RunContext) -> dict[str, Any]:
-    """The summary (service-compatible) and the redacted guardrail log of the last days."""
+    """The summary (service-compatible; one per workspace when the warehouse holds several)
+    and the redacted guardrail log of the last days."""
     import orjson
 
     from convo_analytics.export import export_guardrails, export_summary
@@ -219,7 +229,15 @@ def exports(ctx: RunContext) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     con = open_warehouse(ctx.db_path, read_only=True)
     try:
-        body = export_summary(con, first, last, tz)
+        held = [ws for (ws,) in con.execute(
+            "SELECT DISTINCT workspace_id FROM conversations WHERE workspace_id IS NOT NULL "
+            "ORDER BY 1").fetchall()]  # fmt: skip
+        # one workspace: the service's summary as before; several: one summary each
+        bodies = (
+            {"": export_summary(con, first, last, tz)}
+            if len(held) <= 1
+            else {f"{ws}_": export_summary(con, first, last, tz, workspace_id=ws) for ws in held}
+        )
         guardrails = export_guardrails(
             con,
             first,
@@ -230,11 +248,13 @@ def exports(ctx: RunContext) -> dict[str, Any]:
         )
     finally:
         con.close()
-    summary = folder / f"summary_{first}_{last}.json"
-    partial = summary.with_name(summary.name + ".partial")
-    partial.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2))
-    partial.replace(summary)
-    return {"summary_days": len(body["daily"]), "incidents_exported": guardrails.rows}
+    for prefix, body in bodies.items():
+        summary = folder / f"summary_{prefix}{first}_{last}.json"
+        partial = summary.with_name(summary.name + ".partial")
+        partial.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2))
+        partial.replace(summary)
+    return {"summary_days": max(len(b["daily"]) for b in bodies.values()),
+            "summaries": len(bodies), "incidents_exported": guardrails.rows}  # fmt: skip
 
 
 def retention(ctx: RunContext) -> dict[str, Any]:
