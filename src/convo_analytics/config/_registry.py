@@ -650,6 +650,59 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
         maximum=1000000,
     ),
+    # -- lake: the shared Apache Iceberg lake (convo publish --lake) -------------------
+    Setting(
+        "lake.catalog_uri",
+        Kind.STR,
+        "sqlite:///data/lake/catalog.db",
+        help=(
+            "The lake's Iceberg catalog, an SQLAlchemy URL: sqlite:///PATH for one machine, "
+            "postgresql+psycopg2://USER@HOST:PORT/DB when many workers publish. No password "
+            "in it: use lake.catalog_password."
+        ),
+        pattern=r"[a-z][a-z0-9+]*://\S*",
+        pattern_help="a database URL such as sqlite:///data/lake/catalog.db",
+    ),
+    Setting(
+        "lake.catalog_password",
+        Kind.SECRET,
+        help="Password of the catalog's database user. Secret: environment or file only.",
+    ),
+    Setting(
+        "lake.catalog_password_file",
+        Kind.PATH,
+        help="File whose content is the catalog database's password.",
+        secret_file_for="lake.catalog_password",
+    ),
+    Setting(
+        "lake.warehouse",
+        Kind.STR,
+        "data/lake/warehouse",
+        help=(
+            "Where the lake's data and metadata files go: a local folder, or s3://BUCKET/PATH "
+            "(credentials and endpoint from the usual AWS_* or PYICEBERG_CATALOG__CONVO__S3__* "
+            "environment variables)."
+        ),
+    ),
+    Setting(
+        "lake.namespace",
+        Kind.STR,
+        "convo",
+        help="The Iceberg namespace the lake's tables are in.",
+        pattern=r"[A-Za-z_][A-Za-z0-9_]*",
+        pattern_help="letters, digits and underscores",
+    ),
+    Setting(
+        "read.source",
+        Kind.STR,
+        "snapshot",
+        help=(
+            "What the dashboard and `convo serve` read: snapshot (the published "
+            "copy of the warehouse) or lake (the lake's current tables, copied locally)."
+        ),
+        pattern=r"snapshot|lake",
+        pattern_help="snapshot or lake",
+    ),
     # -- run: the nightly pipeline ---------------------------------------------------
     Setting(
         "run.lock_file",

@@ -1,0 +1,36 @@
+"""The shared Apache Iceberg lake: the one place that writes Iceberg (and reads it back).
+
+A worker publishes the typed tables and marts of the workspaces it owns with
+:func:`publish_lake`, partitioned by workspace and day, one commit per table,
+retried when another worker committed first; readers get the lake as a DuckDB
+file shaped like the warehouse (:func:`materialise_lake`, :func:`read_lake`).
+See docs/warehouse.md ("The lake") and docs/decisions.md (D-LAKE-*).
+"""
+
+from convo_analytics.lake._config import LakeConfig, LakeUnavailable, redact_url
+from convo_analytics.lake._publish import (
+    LakeCommitFailed,
+    LakePublishResult,
+    TablePublish,
+    publish_lake,
+    resolve_workspaces,
+)
+from convo_analytics.lake._read import lake_state, materialise_lake, read_lake
+from convo_analytics.lake._tables import LAKE_TABLES, LakeTable, lake_table
+
+__all__ = [
+    "LAKE_TABLES",
+    "LakeCommitFailed",
+    "LakeConfig",
+    "LakePublishResult",
+    "LakeTable",
+    "LakeUnavailable",
+    "TablePublish",
+    "lake_state",
+    "lake_table",
+    "materialise_lake",
+    "publish_lake",
+    "read_lake",
+    "redact_url",
+    "resolve_workspaces",
+]

@@ -1,0 +1,152 @@
+"""Where the lake is: its catalog (an SQL database) and its data files, from the settings.
+
+The catalog URL is an SQLAlchemy URL: SQLite for one machine, PostgreSQL when
+many workers publish at once. Its password never sits in the URL we are given
+(decision D-LAKE-CATALOG): it comes from ``lake.catalog_password`` (an
+environment variable or a file) and is put into the URL only when the catalog
+is opened, so every message and ``repr`` shows the URL without it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from convo_analytics.errors import UserError
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy.engine import URL
+
+    from convo_analytics.config import Settings
+
+__all__ = ["LakeConfig", "LakeUnavailable"]
+
+#: The catalog's name inside its database (pyiceberg's SQL catalog keys rows by it).
+CATALOG_NAME = "convo"
+_URL_FIX = (
+    "set lake.catalog_uri (CONVO_LAKE_CATALOG_URI) to sqlite:///PATH or "
+    "postgresql+psycopg2://USER@HOST:PORT/DATABASE"
+)
+
+
+class LakeUnavailable(UserError):
+    """The lake's catalog cannot be used: a malformed URL, a missing driver, no database."""
+
+
+@dataclass(frozen=True, slots=True)
+class LakeConfig:
+    """The lake a worker publishes to and readers read: catalog, data files, namespace.
+
+    ``catalog_uri`` may carry a password (added from ``lake.catalog_password``):
+    it is kept out of ``repr``; :attr:`display_uri` is the form to show.
+    """
+
+    catalog_uri: str = field(repr=False)
+    warehouse: str
+    namespace: str = "convo"
+
+    @property
+    def display_uri(self) -> str:
+        """The catalog URL with any password replaced by ***."""
+        return redact_url(self.catalog_uri)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LakeConfig:
+        """The lake the settings name; relative SQLite and folder paths are made absolute."""
+        uri = settings.get_str("lake.catalog_uri")
+        password = settings.get_secret("lake.catalog_password")
+        parsed = _parse(uri)
+        if parsed.password is not None:
+            raise LakeUnavailable(
+                "lake.catalog_uri holds a password: remove it from the URL and set "
+                "CONVO_LAKE_CATALOG_PASSWORD (or lake.catalog_password_file) instead"
+            )
+        if password is not None:
+            parsed = parsed.set(password=password.reveal())
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            parsed = parsed.set(database=str(Path(parsed.database).expanduser().resolve()))
+        return cls(
+            catalog_uri=parsed.render_as_string(hide_password=False),
+            warehouse=_warehouse_location(settings.get_str("lake.warehouse")),
+            namespace=settings.get_str("lake.namespace"),
+        )
+
+    def open_catalog(self) -> SqlCatalog:
+        """The pyiceberg catalog, its tables created when the database is new.
+
+        Raises LakeUnavailable with one line naming the setting and the fix.
+        """
+        from pyiceberg.catalog import load_catalog
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+
+        parsed = _parse(self.catalog_uri)
+        if parsed.get_backend_name() == "sqlite" and parsed.database:
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        if self.warehouse.startswith("file://"):
+            Path(self.warehouse.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+        try:
+            catalog = load_catalog(
+                CATALOG_NAME,
+                type="sql",
+                uri=self.catalog_uri,
+                warehouse=self.warehouse,
+                init_catalog_tables="true",
+                pool_pre_ping="true",
+            )
+        except (NoSuchModuleError, ArgumentError, ModuleNotFoundError) as exc:
+            raise LakeUnavailable(
+                f"lake.catalog_uri {self.display_uri}: no database driver for it "
+                f"({self._scrub(exc)}); {_URL_FIX}"
+            ) from None
+        except SQLAlchemyError as exc:
+            raise LakeUnavailable(
+                f"the lake's catalog at {self.display_uri} cannot be reached: "
+                f"{self._scrub(exc)}; check lake.catalog_uri (CONVO_LAKE_CATALOG_URI), "
+                "lake.catalog_password and that the database is running"
+            ) from None
+        try:
+            catalog.create_namespace_if_not_exists(self.namespace)
+        except SQLAlchemyError as exc:
+            raise LakeUnavailable(
+                f"the lake's catalog at {self.display_uri} refused the namespace "
+                f"{self.namespace!r}: {self._scrub(exc)}"
+            ) from None
+        return catalog  # type: ignore[return-value]
+
+    def _scrub(self, exc: BaseException) -> str:
+        """The first line of an error, with the password (if any) cut out."""
+        text = " ".join(str(exc).split("\n")[0].split())[:300]
+        password = _parse(self.catalog_uri).password
+        return text.replace(str(password), "***") if password else text
+
+
+def redact_url(uri: str) -> str:
+    """A URL fit for messages: the password is ***; a URL that does not parse is hidden."""
+    try:
+        return str(_parse(uri).render_as_string(hide_password=True))
+    except LakeUnavailable:
+        return "(a malformed URL)"
+
+
+def _parse(uri: str) -> URL:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(uri)
+    except (ArgumentError, ValueError):
+        raise LakeUnavailable(f"lake.catalog_uri is not a database URL; {_URL_FIX}") from None
+
+
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+
+
+def _warehouse_location(raw: str) -> str:
+    """A local folder as an absolute file:// location; s3:// and other URLs as given."""
+    if _SCHEME.match(raw) and not raw.startswith("file://"):
+        return raw.rstrip("/")
+    folder = Path(raw.removeprefix("file://")).expanduser().resolve()
+    return f"file://{folder}"

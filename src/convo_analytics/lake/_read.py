@@ -1,0 +1,153 @@
+"""Reading the lake back: its tables' current snapshots scanned into a DuckDB file that
+every reader opens like a published snapshot.
+
+The file is a warehouse in shape (every table created, the lake's filled, the
+rest empty), so the dashboard, ``convo serve`` and the exports read it with
+their usual code. Two lake tables are folded back into the warehouse's form:
+``mart_slices`` (one row per slice, whichever workspaces carry it) and
+``transform_runs`` (one row describing the lake's marts: the zones every
+published workspace has, the threshold of the newest publish).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from convo_analytics.lake._config import CATALOG_NAME, LakeConfig
+from convo_analytics.lake._publish import plain_schema
+from convo_analytics.lake._tables import LAKE_TABLES, LakeTable
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.catalog.sql import SqlCatalog
+
+__all__ = ["lake_state", "materialise_lake", "read_lake"]
+
+log = logging.getLogger(__name__)
+
+
+def lake_state(config: LakeConfig, catalog: SqlCatalog | None = None) -> str:
+    """An id of what the lake holds now: it changes with every commit to any of its tables
+    (a digest of each table's current metadata location: one query of the catalog)."""
+    from sqlalchemy import text
+
+    catalog = catalog or config.open_catalog()
+    with catalog.engine.connect() as db:
+        rows = db.execute(
+            text(
+                "SELECT table_name, metadata_location FROM iceberg_tables "
+                "WHERE catalog_name = :catalog AND table_namespace = :namespace "
+                "ORDER BY table_name"
+            ),
+            {"catalog": CATALOG_NAME, "namespace": config.namespace},
+        ).fetchall()
+    listed = "\n".join(f"{name}={location}" for name, location in rows)
+    return hashlib.sha256(listed.encode()).hexdigest()[:16]
+
+
+def read_lake(
+    config: LakeConfig,
+    tables: Sequence[str] | None = None,
+    workspaces: Sequence[str] | None = None,
+    *,
+    target: duckdb.DuckDBPyConnection | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection (in memory unless ``target``) holding the lake's tables (all, or
+    ``tables``) as the warehouse has them, restricted to ``workspaces`` (ids) if given."""
+    from convo_analytics.warehouse import ensure_schema
+
+    con = target or duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    ensure_schema(con)
+    catalog = config.open_catalog()
+    held = {identifier[-1] for identifier in catalog.list_tables(config.namespace)}
+    wanted = [t for t in LAKE_TABLES if (tables is None or t.name in tables) and t.name in held]
+    for spec in wanted:
+        data = _scan(catalog, config, spec, workspaces)
+        _load(con, spec, data)
+    return con
+
+
+def materialise_lake(config: LakeConfig, path: Path) -> Path:
+    """Write the whole lake as a DuckDB file at ``path`` (built under a temporary name,
+    then renamed over it: a reader sees the old file or the new one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    partial.unlink(missing_ok=True)
+    try:
+        con = duckdb.connect(str(partial))
+        try:
+            read_lake(config, target=con)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        with open(partial, "rb") as handle:
+            os.fsync(handle.fileno())
+        partial.replace(path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _scan(
+    catalog: Catalog, config: LakeConfig, spec: LakeTable, workspaces: Sequence[str] | None
+) -> pa.Table:
+    from pyiceberg.expressions import AlwaysTrue, In
+
+    table = catalog.load_table((config.namespace, spec.name))
+    row_filter = In(term="workspace_id", literals=list(workspaces)) if workspaces else AlwaysTrue()
+    data = table.scan(row_filter=row_filter).to_arrow()
+    return data.cast(plain_schema(data.schema))
+
+
+def _load(con: duckdb.DuckDBPyConnection, spec: LakeTable, data: pa.Table) -> None:
+    """Insert a lake table's rows into the warehouse-shaped table of the same name."""
+    con.register("_lake_rows", data)
+    try:
+        if spec.select == "every_workspace":
+            con.execute(
+                f"INSERT INTO {spec.name} BY NAME "
+                "SELECT DISTINCT * EXCLUDE (workspace_id) FROM _lake_rows"
+            )
+        elif spec.select == "latest_transform":
+            con.execute(_ONE_TRANSFORM_RUN)
+        else:
+            con.execute(f"INSERT INTO {spec.name} BY NAME SELECT * FROM _lake_rows")
+    finally:
+        con.unregister("_lake_rows")
+
+
+#: The lake's marts as one transform run: the zones every workspace's newest run cut its
+#: days in, the newest run's threshold and definition, the marts they all wrote.
+_ONE_TRANSFORM_RUN = """
+INSERT INTO transform_runs BY NAME
+WITH runs AS (SELECT * FROM _lake_rows),
+zones AS (
+    SELECT list(z ORDER BY z) AS timezones FROM (
+        SELECT z FROM (SELECT DISTINCT workspace_id, unnest(timezones) AS z FROM runs)
+        GROUP BY z HAVING count(*) = (SELECT count(DISTINCT workspace_id) FROM runs)
+    )
+),
+newest AS (SELECT * FROM runs ORDER BY finished_at DESC, workspace_id LIMIT 1)
+SELECT 'lake-' || (SELECT md5(string_agg(DISTINCT transform_run_id, ',' ORDER BY
+        transform_run_id)) FROM runs)[:16] AS transform_run_id,
+    (SELECT min(started_at) FROM runs) AS started_at,
+    newest.finished_at, 'ok' AS status, zones.timezones,
+    newest.low_confidence_threshold,
+    (SELECT count(*) FROM mart_conversations) AS conversations,
+    NULL AS messages,
+    (SELECT count(*) FROM mart_guardrail_incidents) AS incidents,
+    newest.mart_rows, NULL AS reconciliation, NULL AS duration_seconds, NULL AS error,
+    'lake' AS mode, NULL AS full_reason, newest.definition_version,
+    NULL AS changed_conversations, NULL AS partitions
+FROM newest, zones
+"""

@@ -1,0 +1,95 @@
+"""What the lake holds, described as data: each table, the warehouse table it copies, and
+the column its days are cut by.
+
+Every lake table is partitioned by ``identity(workspace_id)`` and, where the
+table has a time, ``day(<its time column>)`` (decision D-LAKE-PARTITIONS), so
+a worker replaces exactly its workspaces' partitions and a reader of one
+workspace or a range of days opens only those files. The columns are the
+warehouse table's, with the same names, types and meanings; two bookkeeping
+tables add ``workspace_id`` in front because their warehouse rows belong to no
+workspace (``mart_slices``, ``transform_runs``: see docs/warehouse.md, "The
+lake").
+
+Not published (decision D-LAKE-CONTENT): the raw payloads and the webhook
+``events`` (the typed tables carry their facts), the load and ingest logs,
+bookmarks and quarantine (one worker's operations, not shared facts), and the
+transform's own bookkeeping (footprints, watermarks, state).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["LAKE_TABLES", "LakeTable", "lake_table"]
+
+
+@dataclass(frozen=True, slots=True)
+class LakeTable:
+    """One lake table: its name (the warehouse's), the column days are cut by, and how its
+    rows are selected from a warehouse for a set of workspaces."""
+
+    name: str
+    #: A TIMESTAMPTZ or DATE column (partitioned by its day), or None (by workspace only).
+    day_column: str | None
+    #: 'rows': the table's rows of the workspaces; 'every_workspace': every row, once per
+    #: workspace (mart_slices); 'latest_transform': the newest ok transform run per workspace.
+    select: str = "rows"
+
+    def query(self, workspaces_sql: str) -> str:
+        """SELECT of this table's rows for the workspaces in ``workspaces_sql`` (a relation
+        with one column, ``workspace_id``)."""
+        if self.select == "every_workspace":
+            return f"SELECT w.workspace_id, t.* FROM {self.name} t CROSS JOIN ({workspaces_sql}) w"
+        if self.select == "latest_transform":
+            return (
+                "SELECT w.workspace_id, t.* REPLACE (CAST(t.mart_rows AS VARCHAR) AS mart_rows, "
+                "CAST(t.reconciliation AS VARCHAR) AS reconciliation, "
+                "CAST(t.partitions AS VARCHAR) AS partitions) "
+                "FROM (SELECT * FROM transform_runs WHERE status = 'ok' "
+                "ORDER BY finished_at DESC LIMIT 1) t "
+                f"CROSS JOIN ({workspaces_sql}) w"
+            )
+        return (
+            f"SELECT * FROM {self.name} WHERE workspace_id IN "
+            f"(SELECT workspace_id FROM ({workspaces_sql}))"
+        )
+
+
+LAKE_TABLES: tuple[LakeTable, ...] = (
+    # typed tables: what extract loaded (the API's view)
+    LakeTable("conversations", "created_at"),
+    LakeTable("messages", "created_at"),
+    LakeTable("conversation_escalations", "created_at"),
+    LakeTable("conversation_guardrail_events", "triggered_at"),
+    LakeTable("leads", "created_at"),
+    LakeTable("service_summaries", "date"),
+    # typed tables: what the webhook ingest loaded (the events' view)
+    LakeTable("message_traces", "responded_at"),
+    LakeTable("guardrail_events", "triggered_at"),
+    LakeTable("feedback", "given_at"),
+    LakeTable("lead_qualifications", "qualified_at"),
+    LakeTable("conversation_lifecycle", "started_at"),
+    LakeTable("escalations", "escalated_at"),
+    # marts
+    LakeTable("mart_conversations", "started_at"),
+    LakeTable("mart_escalations", "escalated_at"),
+    LakeTable("mart_guardrail_incidents", "triggered_at"),
+    LakeTable("mart_daily_conversations", "date"),
+    LakeTable("mart_daily_messages", "date"),
+    LakeTable("mart_daily_latency", "date"),
+    LakeTable("mart_daily_guardrails", "date"),
+    LakeTable("mart_daily_escalations", "date"),
+    LakeTable("mart_daily_durations", "date"),
+    LakeTable("mart_daily_percentiles", "date"),
+    LakeTable("mart_slices", None, "every_workspace"),
+    LakeTable("transform_runs", None, "latest_transform"),
+)
+_BY_NAME = {t.name: t for t in LAKE_TABLES}
+
+
+def lake_table(name: str) -> LakeTable:
+    """The lake table called ``name``; KeyError naming the known ones otherwise."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"{name!r} is not a lake table; one of {', '.join(_BY_NAME)}") from None
