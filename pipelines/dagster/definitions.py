@@ -26,6 +26,7 @@ convo settings come from ``CONVO_CONFIG`` (or ``convo.toml`` in the working
 folder), as for every ``convo`` command.
 """
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,32 @@ EXECUTION: dict[str, Any] = {
 }
 
 
+#: Where steps run, chosen by the operator (docs/scale-out.md), never by a code change:
+#: ``multiprocess`` (default: processes of this machine), ``k8s`` (a Kubernetes job per
+#: step, dagster-k8s) or ``celery`` (Celery workers, dagster-celery).
+EXECUTOR_ENV = "CONVO_DAGSTER_EXECUTOR"
+
+
+def job_executor(in_process_too: bool = False) -> dg.ExecutorDefinition:
+    """The executor ``CONVO_DAGSTER_EXECUTOR`` names (its run config: docs/scale-out.md);
+    ``in_process_too``: multiprocess unless the run config says ``in_process`` (a run of
+    one workspace by hand, without a process per step)."""
+    kind = os.environ.get(EXECUTOR_ENV, "multiprocess")
+    if kind == "k8s":
+        from dagster_k8s import k8s_job_executor  # type: ignore[import-not-found]
+
+        return k8s_job_executor  # type: ignore[no-any-return]
+    if kind == "celery":
+        from dagster_celery import celery_executor  # type: ignore[import-not-found]
+
+        return celery_executor  # type: ignore[no-any-return]
+    if kind != "multiprocess":
+        raise dg.DagsterInvariantViolationError(
+            f"{EXECUTOR_ENV}={kind!r}: use multiprocess, k8s or celery"
+        )
+    return dg.multi_or_in_process_executor if in_process_too else dg.multiprocess_executor
+
+
 class ConvoSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
     """Where the convo settings come from: ``config_path`` (a convo.toml), else as every
     ``convo`` command finds them (``CONVO_CONFIG``, then ``convo.toml`` in the working
@@ -88,19 +115,19 @@ def _run_step(step_name: str, settings: Settings, workspace: str, run_id: str) -
 
 
 def lake_publish_counts(settings: Settings, workspace: str) -> dict[str, Any]:
-    """Publish the workspace's shard (its typed tables and marts) into the lake."""
-    try:
-        from convo_analytics.lake import LakeConfig, publish_lake  # type: ignore[attr-defined]
-    except ImportError:
-        return {"skipped": "the lake (convo_analytics.lake) is not installed"}
+    """Publish the workspace's shard (its typed tables and marts) into the shared lake:
+    its partitions replaced table by table, each commit retried when another worker's
+    landed first (convo_analytics.lake)."""
+    from convo_analytics.lake import LakeConfig, publish_lake
     from convo_analytics.warehouse import open_warehouse
 
     con = open_warehouse(shard_path(settings, workspace), read_only=True)
     try:
-        result = publish_lake(con, LakeConfig.from_settings(settings))
+        result = publish_lake(con, LakeConfig.from_settings(settings), [workspace])
     finally:
         con.close()
-    return {k: v for k, v in vars(result).items() if isinstance(v, int | float | str)}
+    return {"rows": result.rows, "tables": len(result.tables), "seconds": round(result.seconds, 3),
+            "commit_attempts": sum(t.attempts for t in result.tables)}  # fmt: skip
 
 
 #: The counts the rollup adds up, per time zone and day (mart_daily_conversations' columns).
@@ -111,39 +138,39 @@ ROLLUP_COUNTS = ("conversations", "engaged_conversations", "resolved", "abandone
 
 def build_rollup(settings: Settings) -> dict[str, Any]:
     """Write ``shards/_rollup.duckdb``: ``workspace_rollup``, the daily conversation counts of
-    every workspace added up per time zone and day (with how many workspaces had any),
-    from each workspace's published marts; replaced whole, so readers see one night's."""
+    every workspace in the lake added up per time zone and day (with how many workspaces
+    had any), from the lake's ``mart_daily_conversations``; replaced whole, so a reader
+    sees one night's totals or the previous ones."""
     import os
 
-    import duckdb
+    from convo_analytics.lake import LakeConfig, read_lake
 
-    names = shard_workspaces(settings).runnable
-    shards = [(n, shard_path(settings, n)) for n in names if shard_path(settings, n).exists()]
-    if not shards:
-        raise dg.Failure("no workspace shard to roll up: materialise the workspaces first")
     target = shard_path(settings, "rollup").with_name("_rollup.duckdb")  # '_': not a name
+    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     partial.unlink(missing_ok=True)
-    con = duckdb.connect(str(partial))
+    lake = read_lake(LakeConfig.from_settings(settings), tables=["mart_daily_conversations"])
     try:
-        for i, (_, db) in enumerate(shards):
-            con.execute(f"ATTACH '{db}' AS s{i} (READ_ONLY)")
         sums = ", ".join(f"sum({c})::BIGINT AS {c}" for c in ROLLUP_COUNTS)
-        union = " UNION ALL ".join(f"SELECT * FROM s{i}.mart_daily_conversations"
-                                   for i in range(len(shards)))  # fmt: skip
-        con.execute(
-            "CREATE TABLE workspace_rollup AS SELECT timezone, date, "
-            f"count(DISTINCT workspace_id)::BIGINT AS workspaces, {sums} FROM ({union}) "
-            "GROUP BY timezone, date ORDER BY timezone, date"
+        lake.execute(f"ATTACH '{partial}' AS out")
+        lake.execute(
+            "CREATE TABLE out.workspace_rollup AS SELECT timezone, date, "
+            f"count(DISTINCT workspace_id)::BIGINT AS workspaces, {sums} "
+            "FROM mart_daily_conversations GROUP BY timezone, date ORDER BY timezone, date"
         )
-        [(days, total)] = con.execute(
-            "SELECT count(*), coalesce(sum(conversations), 0) FROM workspace_rollup "
-            "WHERE timezone = (SELECT min(timezone) FROM workspace_rollup)"
+        [(workspaces, days, total)] = lake.execute(
+            "SELECT count(DISTINCT workspace_id), count(DISTINCT date), "
+            "coalesce(sum(conversations), 0) FROM mart_daily_conversations "
+            "WHERE timezone = (SELECT min(timezone) FROM mart_daily_conversations)"
         ).fetchall()
+        lake.execute("DETACH out")
     finally:
-        con.close()
+        lake.close()
+    if not workspaces:
+        partial.unlink(missing_ok=True)
+        raise dg.Failure("the lake holds no marts to roll up: publish the workspaces first")
     os.replace(partial, target)
-    return {"workspaces": len(shards), "days": int(days), "conversations": int(total),
+    return {"workspaces": int(workspaces), "days": int(days), "conversations": int(total),
             "path": str(target)}  # fmt: skip
 
 
@@ -279,8 +306,10 @@ def rollup(context: dg.OpExecutionContext, convo: ConvoSettings, workspaces: lis
 
 
 @dg.job(
-    executor_def=dg.multiprocess_executor,
-    config={"execution": {"config": EXECUTION}},
+    executor_def=job_executor(),
+    config=None
+    if os.environ.get(EXECUTOR_ENV, "multiprocess") != "multiprocess"
+    else {"execution": {"config": EXECUTION}},
     description="Every runnable workspace's night, up to max_concurrent at once, then the "
     "cross-workspace rollup.",
 )
@@ -295,5 +324,5 @@ defs = dg.Definitions(
     sensors=[workspace_partitions],
     schedules=[dg.ScheduleDefinition(job=nightly_workspaces, cron_schedule="15 2 * * *")],
     resources={"convo": ConvoSettings()},
-    executor=dg.multiprocess_executor,
+    executor=job_executor(in_process_too=True),
 )
