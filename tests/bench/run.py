@@ -42,6 +42,7 @@ MODULES = [
     "bench_dashboard",
     "bench_explore",
     "bench_dagster",
+    "bench_lake",
 ]
 
 

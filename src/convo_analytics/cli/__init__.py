@@ -17,8 +17,9 @@ from convo_analytics.cli._app import (
 )
 from convo_analytics.cli._auth_cmd import auth_app
 from convo_analytics.cli._config_cmd import config_app
-from convo_analytics.cli._dashboard_cmd import dashboard, publish
+from convo_analytics.cli._dashboard_cmd import dashboard
 from convo_analytics.cli._extract_cmd import extract
+from convo_analytics.cli._publish_cmd import publish
 from convo_analytics.cli._run_cmd import run
 from convo_analytics.cli._sandbox_cmd import sandbox_app
 from convo_analytics.cli._transform_cmd import export_app, serve, transform

@@ -1,4 +1,4 @@
-"""``convo publish`` and ``convo dashboard``: a snapshot for readers, and the app that reads it."""
+"""``convo dashboard``: the app that reads the published snapshot (or a copy of the lake)."""
 
 from __future__ import annotations
 
@@ -14,63 +14,15 @@ from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._errors import (
     BehindTlsProxy,
     listening_socket,
-    report_error,
     require_loopback,
 )
-from convo_analytics.cli._lock import warehouse_writer
-from convo_analytics.cli._options import DbOption, default_of
+from convo_analytics.cli._options import default_of
 from convo_analytics.errors import UserError
 
-__all__ = ["dashboard", "publish"]
+__all__ = ["dashboard"]
 
 #: The app's entry script, in the repository next to src/.
 APP = Path(__file__).resolve().parents[3] / "dashboards" / "streamlit_app.py"
-
-
-def publish(
-    ctx: typer.Context,
-    db: DbOption = None,
-    published_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--dir", metavar="DIR", help=f"Where snapshots go. {default_of('publish.dir')}"
-        ),
-    ] = None,
-    keep: Annotated[
-        int | None,
-        typer.Option(
-            "--keep", min=1, metavar="N", help=f"Snapshots kept. {default_of('publish.keep')}"
-        ),
-    ] = None,
-) -> None:
-    """Publish a consistent snapshot of the warehouse for the dashboard and other readers.
-
-    Exit status 0 when published; 1 when the copy could not be written (not
-    enough space, a write error: nothing is left behind and the published
-    snapshot stays); 75 when another writer holds the warehouse; 2 for usage
-    errors (no warehouse).
-    """
-    settings = settings_from_context(
-        ctx, {"warehouse.path": db, "publish.dir": published_dir, "publish.keep": keep}
-    )
-    db_path = settings.require_path("warehouse.path")
-    from convo_analytics.publish import PublishFailed, publish_snapshot
-    from convo_analytics.warehouse import open_warehouse, require_existing
-
-    require_existing(db_path)  # said before the lock is waited for
-    folder = settings.require_path("publish.dir")
-    with warehouse_writer(settings, "convo publish"):
-        con = open_warehouse(db_path, must_exist=True)
-        try:
-            snap = publish_snapshot(con, db_path, folder, settings.get_int("publish.keep"))
-        except PublishFailed as exc:
-            report_error(str(exc), "convo publish")
-            raise typer.Exit(1) from None
-        finally:
-            con.close()
-    Console(stderr=True, highlight=False, soft_wrap=True).print(
-        f"published {snap.path} (snapshot {snap.snapshot_id})"
-    )
 
 
 def dashboard(
@@ -117,6 +69,8 @@ def dashboard(
             settings.get_float("dashboard.query_timeout_seconds")
         ),
         "CONVO_DASHBOARD_QUERY_ROW_LIMIT": str(settings.get_int("dashboard.query_row_limit")),
+        # the same config file for what the app reads itself (read.source, lake.*)
+        **({"CONVO_CONFIG": str(settings.config_path)} if settings.config_path else {}),
     }
     argv = [
         sys.executable, "-m", "streamlit", "run", str(APP),

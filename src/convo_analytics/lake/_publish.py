@@ -7,12 +7,17 @@ workspaces' partitions are untouched and a reader sees either the previous
 rows of a workspace or the new ones, never both nor neither.
 
 Many workers publish at once without a coordinator of ours: the catalog
-accepts a commit only on top of the metadata it was made from. A commit that
-lost the race (``CommitFailedException``, or a busy SQLite catalog) is made
-again on the table's fresh metadata, with a bounded, jittered backoff
-(decision D-LAKE-COMMIT). The retry writes the data files again; the loser's
-first files are never referenced by a snapshot (orphans, removed by Iceberg's
-orphan-file maintenance).
+accepts a commit only on top of the metadata it was made from (the SQL
+catalog's compare-and-swap of the metadata location). A commit that lost the
+race is first rebased by pyiceberg itself on the new metadata (its
+``commit.retry.*`` table properties), after checking that the other commit
+touched none of our workspaces' partitions; when that is exhausted, or the
+other commit did touch them (``ValidationException``: two workers publishing
+one workspace), or a SQLite catalog is busy, the whole overwrite is made again
+on the table's fresh metadata, with a bounded, jittered backoff (decision
+D-LAKE-COMMIT). Files written for a commit that did not land are never
+referenced by a snapshot (pyiceberg removes the ones it knows of; the rest
+are orphans for Iceberg's orphan-file maintenance).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -182,7 +188,7 @@ def plain_schema(schema: pa.Schema) -> pa.Schema:
 def _publish_table(
     catalog: Catalog, config: LakeConfig, spec: LakeTable, data: pa.Table, ids: Sequence[str]
 ) -> TablePublish:
-    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
     from pyiceberg.expressions import In
     from sqlalchemy.exc import OperationalError
 
@@ -192,13 +198,15 @@ def _publish_table(
     overwrite = In(term="workspace_id", literals=list(ids))
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
-            with table.transaction() as txn:
+            with table.transaction() as txn, warnings.catch_warnings():
+                # "Delete operation did not match any records": a workspace new to the table
+                warnings.simplefilter("ignore", UserWarning)
                 with txn.update_schema() as update:
                     update.union_by_name(data.schema)  # a column the warehouse gained
                 txn.overwrite(data, overwrite_filter=overwrite,
                               snapshot_properties={"convo.workspaces": ",".join(ids)})  # fmt: skip
             break
-        except (CommitFailedException, OperationalError) as exc:
+        except (CommitFailedException, ValidationException, OperationalError) as exc:
             if attempt == MAX_ATTEMPTS:
                 raise LakeCommitFailed(
                     f"the lake's {spec.name} kept changing under this publish: {MAX_ATTEMPTS} "

@@ -113,7 +113,7 @@ def _load(con: duckdb.DuckDBPyConnection, spec: LakeTable, data: pa.Table) -> No
     """Insert a lake table's rows into the warehouse-shaped table of the same name."""
     con.register("_lake_rows", data)
     try:
-        if spec.select == "every_workspace":
+        if spec.select == "used_slices":
             con.execute(
                 f"INSERT INTO {spec.name} BY NAME "
                 "SELECT DISTINCT * EXCLUDE (workspace_id) FROM _lake_rows"
@@ -127,17 +127,21 @@ def _load(con: duckdb.DuckDBPyConnection, spec: LakeTable, data: pa.Table) -> No
 
 
 #: The lake's marts as one transform run: the zones every workspace's newest run cut its
-#: days in, the newest run's threshold and definition, the marts they all wrote.
+#: days in (in the newest run's order), the newest run's threshold, definition and marts.
 _ONE_TRANSFORM_RUN = """
 INSERT INTO transform_runs BY NAME
 WITH runs AS (SELECT * FROM _lake_rows),
-zones AS (
-    SELECT list(z ORDER BY z) AS timezones FROM (
+shared AS (
+    SELECT list(z) AS held FROM (
         SELECT z FROM (SELECT DISTINCT workspace_id, unnest(timezones) AS z FROM runs)
         GROUP BY z HAVING count(*) = (SELECT count(DISTINCT workspace_id) FROM runs)
     )
 ),
-newest AS (SELECT * FROM runs ORDER BY finished_at DESC, workspace_id LIMIT 1)
+newest AS (SELECT * FROM runs ORDER BY finished_at DESC, workspace_id LIMIT 1),
+zones AS (
+    SELECT list_filter(newest.timezones, lambda z: list_contains(shared.held, z)) AS timezones
+    FROM newest, shared
+)
 SELECT 'lake-' || (SELECT md5(string_agg(DISTINCT transform_run_id, ',' ORDER BY
         transform_run_id)) FROM runs)[:16] AS transform_run_id,
     (SELECT min(started_at) FROM runs) AS started_at,

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from convo_analytics.warehouse._marts import DAILY_MARTS
+
 __all__ = ["LAKE_TABLES", "LakeTable", "lake_table"]
 
 
@@ -31,15 +33,22 @@ class LakeTable:
     name: str
     #: A TIMESTAMPTZ or DATE column (partitioned by its day), or None (by workspace only).
     day_column: str | None
-    #: 'rows': the table's rows of the workspaces; 'every_workspace': every row, once per
-    #: workspace (mart_slices); 'latest_transform': the newest ok transform run per workspace.
+    #: 'rows': the table's rows of the workspaces; 'used_slices': the slices each workspace's
+    #: daily marts use, once per workspace (mart_slices); 'latest_transform': the newest ok
+    #: transform run, once per workspace (transform_runs).
     select: str = "rows"
 
     def query(self, workspaces_sql: str) -> str:
         """SELECT of this table's rows for the workspaces in ``workspaces_sql`` (a relation
         with one column, ``workspace_id``)."""
-        if self.select == "every_workspace":
-            return f"SELECT w.workspace_id, t.* FROM {self.name} t CROSS JOIN ({workspaces_sql}) w"
+        if self.select == "used_slices":
+            used = " UNION ".join(
+                f"SELECT workspace_id, slice_key FROM {t.name}" for t in DAILY_MARTS.values()
+            )
+            return (
+                f"SELECT u.workspace_id, t.* FROM {self.name} t JOIN ({used}) u USING (slice_key) "
+                f"WHERE u.workspace_id IN (SELECT workspace_id FROM ({workspaces_sql}))"
+            )
         if self.select == "latest_transform":
             return (
                 "SELECT w.workspace_id, t.* REPLACE (CAST(t.mart_rows AS VARCHAR) AS mart_rows, "
@@ -81,7 +90,7 @@ LAKE_TABLES: tuple[LakeTable, ...] = (
     LakeTable("mart_daily_escalations", "date"),
     LakeTable("mart_daily_durations", "date"),
     LakeTable("mart_daily_percentiles", "date"),
-    LakeTable("mart_slices", None, "every_workspace"),
+    LakeTable("mart_slices", None, "used_slices"),
     LakeTable("transform_runs", None, "latest_transform"),
 )
 _BY_NAME = {t.name: t for t in LAKE_TABLES}

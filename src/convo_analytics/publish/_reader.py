@@ -81,7 +81,15 @@ def current_snapshot(published_dir: Path) -> Snapshot | None:
     """The snapshot readers should use now, or None when nothing was published yet.
 
     Raises SnapshotUnreadable when ``CURRENT`` exists but cannot be used.
+
+    With ``read.source = "lake"`` the snapshot is a local copy of the lake's current
+    tables instead (``_lake_copy.py``), made under ``published_dir``.
     """
+    from convo_analytics.publish._lake_copy import lake_snapshot, lake_source
+
+    lake = lake_source()
+    if lake is not None:
+        return lake_snapshot(lake, published_dir)
     raw = _read_pointer(published_dir)
     if raw is None:
         return None

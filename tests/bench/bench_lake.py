@@ -1,0 +1,197 @@
+"""Benchmark of `convo publish --lake`: publish throughput into the Iceberg lake.
+
+Issue 19: "publish throughput into the lake (rows/s) ... with the
+single-process figures beside them". A synthetic warehouse (transform_data.py:
+conversations with 10 messages each and their details' children, built with
+DuckDB) is spread over WORKSPACES workspaces and transformed once (kept under
+data/bench/). Then, each into a fresh lake (SQLite catalog, local files):
+
+* one process publishes every workspace (``publish_lake``, one commit per
+  table): rows/s over all lake tables;
+* WORKSPACES processes publish one workspace each, started together: the
+  aggregate rows/s, and the commits that had to be made again;
+* the anchor: DuckDB alone writing the same tables' rows to Parquet (zstd)
+  with ``COPY ... TO``, the floor of what any Parquet writer costs here.
+
+Sizes printed: rows per table group, the lake's files and bytes, the
+Parquet bytes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import BenchContext, Report, emit, python_child
+
+THIS = Path(__file__).resolve()
+ROOT = THIS.parents[2]
+FOLDER = ROOT / "data" / "bench"
+WORKSPACES = 4
+
+
+def _lake(folder: Path) -> Any:
+    from convo_analytics.lake import LakeConfig
+
+    return LakeConfig(f"sqlite:///{folder / 'catalog.db'}", f"file://{folder / 'files'}")
+
+
+def child_prepare(source: str, target: str, workspaces: str) -> None:
+    """Copy the synthetic warehouse, spread it over workspaces, transform it."""
+    import duckdb
+
+    from convo_analytics.transform import TransformConfig, run_transform
+    from convo_analytics.warehouse import open_warehouse
+
+    shutil.copyfile(source, target)
+    con = duckdb.connect(target)
+    tables = [
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM information_schema.columns WHERE column_name = 'workspace_id'"
+        ).fetchall()
+    ]
+    for table in tables:
+        columns = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+        if table == "conversations":
+            key = "id"
+        elif "conversation_id" in columns:
+            key = "coalesce(conversation_id, id)" if table == "leads" else "conversation_id"
+        else:
+            continue  # logs and bookkeeping: not published
+        con.execute(f"UPDATE {table} SET workspace_id = 'ws_' || (hash({key}) % {int(workspaces)})")
+    con.execute("CHECKPOINT")
+    con.close()
+    con = open_warehouse(Path(target))
+    run_transform(con, TransformConfig(reconcile=False))
+    con.close()
+    emit({"prepared": True})
+
+
+def child_publish(db: str, lake: str, workspaces: str) -> None:
+    """One worker: publish the workspaces given (comma-separated, or 'all')."""
+    import duckdb
+
+    from convo_analytics.lake import publish_lake
+
+    con = duckdb.connect(db, read_only=True)
+    wanted = None if workspaces == "all" else workspaces.split(",")
+    started = time.perf_counter()
+    result = publish_lake(con, _lake(Path(lake)), wanted)
+    emit({"published": result.to_json(), "wall": time.perf_counter() - started,
+          "finished": time.time()})  # fmt: skip
+
+
+def child_anchor(db: str, out: str) -> None:
+    """DuckDB alone: the same rows of the same tables to Parquet (zstd)."""
+    import duckdb
+
+    from convo_analytics.lake import LAKE_TABLES
+
+    con = duckdb.connect(db, read_only=True)
+    present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables")}
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = 0
+    started = time.perf_counter()
+    for spec in LAKE_TABLES:
+        if spec.name not in present:
+            continue
+        query = spec.query("SELECT DISTINCT workspace_id FROM conversations")
+        rows += con.sql(f"SELECT count(*) FROM ({query})").fetchone()[0]  # type: ignore[index]
+        con.execute(
+            f"COPY ({query}) TO '{folder / spec.name}.parquet' (FORMAT parquet, COMPRESSION zstd)"
+        )
+    emit({"anchor": {"rows": rows, "seconds": time.perf_counter() - started}})
+
+
+def _bytes(folder: Path, suffix: str = "") -> tuple[int, int]:
+    files = [p for p in folder.rglob(f"*{suffix}") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def bench_lake(ctx: BenchContext, report: Report) -> None:
+    """Publish throughput into the lake: one process, several at once, DuckDB's COPY."""
+    from transform_data import MESSAGES_PER_CONVERSATION, build_warehouse
+
+    conversations = 20_000 if ctx.quick else 200_000
+    FOLDER.mkdir(parents=True, exist_ok=True)
+    source = FOLDER / f"lake-source-{conversations}.duckdb"
+    db = FOLDER / f"lake-{WORKSPACES}ws-{conversations}.duckdb"
+    if not db.exists():
+        started = time.perf_counter()
+        if not source.exists():
+            build_warehouse(source, conversations)
+        with python_child(THIS, ["prepare", str(source), str(db), str(WORKSPACES)],
+                          cwd=ROOT) as child:  # fmt: skip
+            child.json_line("prepared", timeout=3600)
+        report.note(f"built and transformed the warehouse in {time.perf_counter() - started:.0f} s")
+    report.sizes.update({"conversations": conversations, "workspaces": WORKSPACES,
+                         "messages": conversations * MESSAGES_PER_CONVERSATION})  # fmt: skip
+    work = FOLDER / "lake-run"
+    shutil.rmtree(work, ignore_errors=True)
+
+    # one process, every workspace
+    single = work / "single"
+    with python_child(THIS, ["publish", str(db), str(single), "all"], cwd=ROOT) as child:
+        one = child.json_line("published", timeout=3600)
+    rows, seconds = one["published"]["rows"], one["published"]["seconds"]
+    report.sizes["lake rows"] = rows
+    files, size = _bytes(single / "files", ".parquet")
+    report.sizes.update({"lake data files": files, "lake data MiB": round(size / 2**20, 1)})
+    report.add("publish, 1 process, all workspaces", round(rows / seconds), "rows/s")
+    report.add("... its time", round(seconds, 1), "s")
+    by_table = {t["table"]: t for t in one["published"]["tables"]}
+    report.add("... messages alone", round(by_table["messages"]["rows"]
+               / max(by_table["messages"]["seconds"], 1e-9)), "rows/s")  # fmt: skip
+
+    # one process per workspace, at once, into one lake (they race to create its tables,
+    # then on every table's commits)
+    many = work / "many"
+    names = [f"ws_{i}" for i in range(WORKSPACES)]
+    started = time.time()
+    children = [
+        python_child(THIS, ["publish", str(db), str(many), name], cwd=ROOT) for name in names
+    ]
+    try:
+        outs = [c.json_line("published", timeout=3600) for c in children]
+    finally:
+        for c in children:
+            c.stop(sig=0)
+    wall = max(o["finished"] for o in outs) - started
+    total = sum(o["published"]["rows"] for o in outs)
+    retried = sum(t["attempts"] - 1 for o in outs for t in o["published"]["tables"])
+    report.add(f"publish, {WORKSPACES} processes at once (one workspace each)",
+               round(total / wall), "rows/s")  # fmt: skip
+    report.add("... wall time (incl. process start)", round(wall, 1), "s")
+    report.add("... table commits made again after losing a race", retried, "")
+    if total != rows:
+        report.note(f"the workers published {total} rows, the single process {rows}")
+
+    # anchor: DuckDB alone
+    parquet = work / "parquet"
+    with python_child(THIS, ["anchor", str(db), str(parquet)], cwd=ROOT) as child:
+        anchor = child.json_line("anchor", timeout=3600)["anchor"]
+    report.add("anchor: DuckDB COPY to Parquet (zstd), the same rows",
+               round(anchor["rows"] / anchor["seconds"]), "rows/s")  # fmt: skip
+    _, parquet_size = _bytes(parquet, ".parquet")
+    report.sizes["DuckDB Parquet MiB"] = round(parquet_size / 2**20, 1)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+BENCHES = [("lake", bench_lake)]
+
+
+if __name__ == "__main__":
+    role, *rest = sys.argv[1:] or ["help"]
+    if role == "prepare":
+        child_prepare(*rest)
+    elif role == "publish":
+        child_publish(*rest)
+    elif role == "anchor":
+        child_anchor(*rest)
+    else:
+        raise SystemExit("usage: bench_lake.py prepare|publish|anchor ...")

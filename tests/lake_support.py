@@ -1,0 +1,150 @@
+"""Warehouses of several workspaces for the lake's tests, and comparing the lake with them.
+
+Conversations are made by the incremental tests' ``World`` and loaded the way
+`convo extract` loads them (list pages and details through ``warehouse._load``,
+one transaction per batch, each workspace's records under its own id), then the
+real transform builds the marts.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import orjson
+
+from convo_analytics.lake import LAKE_TABLES, LakeConfig, read_lake
+from convo_analytics.transform import TransformConfig, run_transform
+from convo_analytics.warehouse import WHOLE_BODY, RecordPaths, open_warehouse, transaction
+from convo_analytics.warehouse import _load as load
+from convo_analytics.warehouse._marts import DAILY_MARTS
+from incremental_support import Conversation, World
+
+TRANSFORM = TransformConfig(timezones=("UTC", "Asia/Kolkata"), reconcile=False)
+
+
+def lake_config(folder: Path, catalog_uri: str | None = None) -> LakeConfig:
+    """A lake in ``folder`` (files) with a SQLite catalog there, or the given catalog."""
+    return LakeConfig(
+        catalog_uri or f"sqlite:///{folder / 'catalog.db'}", f"file://{folder / 'files'}"
+    )
+
+
+def load_workspace(
+    con: duckdb.DuckDBPyConnection, conversations: list[Conversation], workspace: str, run_id: str
+) -> None:
+    """One batch of a workspace's conversations stream: list page and details, one
+    transaction (as `convo extract --workspace` loads it)."""
+    now = datetime.now(UTC)
+    page = {"data": [c.listed() for c in conversations]}
+    try:
+        with transaction(con):
+            paths = RecordPaths("data", "id", "updatedAt")
+            load.stage_records(con, "listed", [orjson.dumps(page)], paths, workspace=workspace)
+            load.insert_raw(con, "raw_conversations", "listed", run_id, now)
+            bodies = [orjson.dumps(c.detail()) for c in conversations]
+            whole = RecordPaths(WHOLE_BODY, "id", "updatedAt")
+            load.stage_details(con, "detailed", bodies, whole, workspace=workspace)
+            load.insert_raw(con, "raw_conversation_details", "detailed", run_id, now)
+            load.merge_conversations(con, "listed", "detailed", run_id, now, workspace=workspace)
+    finally:
+        load.unstage(con, "listed", "detailed")
+
+
+class WorkspaceWorld(World):
+    """A World whose conversation (and message) ids carry the workspace, as the service's
+    ids are unique across workspaces."""
+
+    def __init__(self, workspace: str) -> None:
+        super().__init__()
+        self.prefix = f"{workspace}_"
+
+    def new_conversations(self, rng: random.Random) -> list[Conversation]:
+        made = super().new_conversations(rng)
+        for c in made:
+            del self.conversations[c.id]
+            c.id = self.prefix + c.id
+            for message in c.messages:
+                message["id"] = self.prefix + message["id"]
+            self.conversations[c.id] = c
+        return made
+
+
+class Warehouse:
+    """A warehouse file of several workspaces, each its own World, grown a batch at a time."""
+
+    def __init__(self, path: Path, workspaces: Sequence[str], seed: int = 1) -> None:
+        self.path = path
+        self.worlds = {ws: WorkspaceWorld(ws) for ws in workspaces}
+        self.seed = seed
+        self.batches = 0
+
+    def grow(self, workspaces: Sequence[str] | None = None, batches: int = 1) -> None:
+        """New conversations (and changes to old ones) in ``workspaces``, then a transform."""
+        con = open_warehouse(self.path)
+        try:
+            for ws in workspaces or list(self.worlds):
+                world = self.worlds[ws]
+                for _ in range(batches):
+                    self.batches += 1
+                    rng = random.Random(self.seed * 1000 + self.batches)
+                    made = world.new_conversations(rng)
+                    if self.batches > len(self.worlds):
+                        made += world.change(rng)
+                    load_workspace(con, made, ws, f"{ws}-{world.run_id()}")
+            assert run_transform(con, TRANSFORM).status == "ok"
+        finally:
+            con.close()
+
+
+def table_rows(
+    con: duckdb.DuckDBPyConnection, table: str, workspaces: Sequence[str]
+) -> list[tuple]:
+    """A lake table's rows of the workspaces as the warehouse-shaped table holds them, sorted."""
+    marks = ", ".join("?" * len(workspaces))
+    if table == "mart_slices":  # the slices the workspaces' daily marts use
+        used = " UNION ".join(
+            f"SELECT slice_key FROM {t.name} WHERE workspace_id IN ({marks})"
+            for t in DAILY_MARTS.values()
+        )
+        return con.execute(
+            f"SELECT * FROM {table} WHERE slice_key IN ({used}) ORDER BY ALL",
+            list(workspaces) * len(DAILY_MARTS),
+        ).fetchall()
+    if table == "transform_runs":
+        return con.execute(
+            "SELECT timezones, low_confidence_threshold, definition_version FROM transform_runs "
+            "WHERE status = 'ok' ORDER BY finished_at DESC LIMIT 1"
+        ).fetchall()
+    return con.execute(
+        f"SELECT * FROM {table} WHERE workspace_id IN ({marks}) ORDER BY ALL", list(workspaces)
+    ).fetchall()
+
+
+def warehouse_rows(path: Path, workspaces: Sequence[str]) -> dict[str, list[tuple]]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return {t.name: table_rows(con, t.name, workspaces) for t in LAKE_TABLES}
+    finally:
+        con.close()
+
+
+def lake_rows(config: LakeConfig, workspaces: Sequence[str]) -> dict[str, list[tuple]]:
+    con = read_lake(config)
+    try:
+        return {t.name: table_rows(con, t.name, workspaces) for t in LAKE_TABLES}
+    finally:
+        con.close()
+
+
+def assert_lake_equals(config: LakeConfig, warehouse: Path, workspaces: Sequence[str]) -> None:
+    """Every lake table holds exactly the warehouse's rows of the workspaces."""
+    ours, theirs = lake_rows(config, workspaces), warehouse_rows(warehouse, workspaces)
+    for name, expected in theirs.items():
+        assert ours[name] == expected, (
+            f"{name}: lake {len(ours[name])} rows, warehouse {len(expected)}"
+        )
+    assert theirs["mart_conversations"], "the comparison saw no rows"

@@ -1,0 +1,269 @@
+"""The shared Iceberg lake: publishing workspaces' partitions, on SQLite and PostgreSQL
+catalogs, with workers committing at once and a worker killed part-way."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pytest
+
+from convo_analytics.lake import (
+    LAKE_TABLES,
+    LakeConfig,
+    LakeUnavailable,
+    publish_lake,
+)
+from lake_support import (
+    Warehouse,
+    assert_lake_equals,
+    lake_config,
+    lake_rows,
+    table_rows,
+    warehouse_rows,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKSPACES = ("ws_a", "ws_b", "ws_c")
+
+
+def _publish(db: Path, config: LakeConfig, workspaces: list[str] | None = None) -> Any:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return publish_lake(con, config, workspaces)
+    finally:
+        con.close()
+
+
+def _files_of(config: LakeConfig, workspace: str) -> dict[str, set[str]]:
+    """Each lake table's data files holding ``workspace``'s rows."""
+    from pyiceberg.expressions import EqualTo
+
+    catalog = config.open_catalog()
+    files = {}
+    for spec in LAKE_TABLES:
+        table = catalog.load_table((config.namespace, spec.name))
+        tasks = table.scan(row_filter=EqualTo(term="workspace_id", literal=workspace)).plan_files()
+        files[spec.name] = {task.file.file_path for task in tasks}
+    return files
+
+
+def test_a_publish_equals_the_warehouse_and_a_republish_replaces_only_its_workspace(
+    tmp_path: Path,
+) -> None:
+    warehouse = Warehouse(tmp_path / "w.duckdb", WORKSPACES)
+    warehouse.grow(batches=2)
+    config = lake_config(tmp_path / "lake")
+    result = _publish(warehouse.path, config)
+    assert set(result.workspaces) == set(WORKSPACES)
+    assert [t.table for t in result.tables] == [t.name for t in LAKE_TABLES]
+    assert result.rows > 0 and all(t.snapshot_id is not None for t in result.tables)
+    assert_lake_equals(config, warehouse.path, WORKSPACES)
+
+    others_before = {ws: _files_of(config, ws) for ws in ("ws_b", "ws_c")}
+    b_rows_before = lake_rows(config, ["ws_b"])
+    warehouse.grow(["ws_a", "ws_b"])  # both change in the warehouse; only ws_a is published
+    again = _publish(warehouse.path, config, ["ws_a"])
+    assert again.workspaces == ("ws_a",)
+    assert_lake_equals(config, warehouse.path, ["ws_a", "ws_c"])
+    assert lake_rows(config, ["ws_b"]) == b_rows_before  # ws_b stays as it was published
+    assert warehouse_rows(warehouse.path, ["ws_b"]) != b_rows_before  # ...though it changed
+    for ws, before in others_before.items():
+        assert _files_of(config, ws) == before, f"{ws}'s partitions were rewritten"
+
+
+def test_a_postgresql_catalog_through_the_command(tmp_path: Path, postgres: Any) -> None:
+    warehouse = Warehouse(tmp_path / "w.duckdb", WORKSPACES[:2], seed=2)
+    warehouse.grow()
+    database = postgres.create_database(f"lake_{uuid.uuid4().hex[:8]}")
+    env = {
+        **os.environ,
+        "CONVO_LAKE_CATALOG_URI": postgres.url(database=database),
+        "CONVO_LAKE_WAREHOUSE": str(tmp_path / "files"),
+        "CONVO_RUN_LOCK_FILE": str(tmp_path / "lock"),
+        "CONVO_LAKE_CATALOG_PASSWORD": "pw-never-shown",  # trust auth: accepted, not needed
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "convo_analytics.cli", "publish", "--lake", "--json",
+         "--db", str(warehouse.path), "--workspace", "ws_a", "-w", "ws_b"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = orjson.loads(done.stdout)
+    assert report["workspaces"] == ["ws_a", "ws_b"]
+    assert {t["table"] for t in report["tables"]} == {t.name for t in LAKE_TABLES}
+    assert "pw-never-shown" not in done.stdout + done.stderr
+    config = LakeConfig(postgres.url(database=database), f"file://{tmp_path / 'files'}", "convo")
+    assert_lake_equals(config, warehouse.path, WORKSPACES[:2])
+
+
+def test_the_commands_errors_name_the_setting_and_hide_the_password(tmp_path: Path) -> None:
+    warehouse = Warehouse(tmp_path / "w.duckdb", ["ws_a"])
+    warehouse.grow()
+
+    def publish(**env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "convo_analytics.cli", "publish", "--lake",
+             "--db", str(warehouse.path)],
+            env={**os.environ, "CONVO_RUN_LOCK_FILE": str(tmp_path / "lock"), **env},
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    refused = publish(
+        CONVO_LAKE_CATALOG_URI="postgresql+psycopg2://convo@127.0.0.1:9/none",
+        CONVO_LAKE_CATALOG_PASSWORD="s3cret-pw",
+    )
+    assert refused.returncode == 2
+    assert "cannot be reached" in refused.stderr and "lake.catalog_uri" in refused.stderr
+    assert "s3cret-pw" not in refused.stderr and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    inline = publish(CONVO_LAKE_CATALOG_URI="postgresql://convo:s3cret-pw@127.0.0.1/x")
+    assert inline.returncode == 2 and "s3cret-pw" not in inline.stderr
+    assert "CONVO_LAKE_CATALOG_PASSWORD" in inline.stderr
+    with pytest.raises(LakeUnavailable, match="no database driver"):
+        LakeConfig("nosuchdb://somewhere/x", "file:///x").open_catalog()
+    with pytest.raises(LakeUnavailable, match="not a database URL"):
+        LakeConfig("::not a url::", "file:///x").open_catalog()
+
+
+def _worker(db: str, uri: str, files: str, barrier: Any, out: Any) -> None:
+    config = LakeConfig(uri, files)
+    config.open_catalog()  # connected before the start line, so both commit at once
+    barrier.wait(timeout=120)
+    result = _publish(Path(db), config)
+    out.put(result.to_json())
+
+
+def test_two_workers_committing_the_same_tables_at_once_both_land(
+    tmp_path: Path, postgres: Any
+) -> None:
+    """Two processes, each with its own warehouse of one workspace, released together by a
+    barrier: every table gets both commits (the loser of each race commits again)."""
+    dbs = {}
+    for i, ws in enumerate(("ws_x", "ws_y")):
+        w = Warehouse(tmp_path / f"{ws}.duckdb", [ws], seed=10 + i)
+        w.grow(batches=2)
+        dbs[ws] = w.path
+    uri = postgres.url(database=postgres.create_database(f"lake_{uuid.uuid4().hex[:8]}"))
+    files = f"file://{tmp_path / 'files'}"
+    config = LakeConfig(uri, files)
+    _publish(dbs["ws_x"], config, ["ws_x"])  # the tables exist: the race is on commits
+    context = multiprocessing.get_context("spawn")
+    barrier, out = context.Barrier(2), context.Queue()
+    workers = [
+        context.Process(target=_worker, args=(str(db), uri, files, barrier, out))
+        for db in dbs.values()
+    ]
+    for p in workers:
+        p.start()
+    results = [out.get(timeout=300) for _ in workers]
+    for p in workers:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    for ws, db in dbs.items():
+        assert_lake_equals(config, db, [ws])
+    attempts = sum(t["attempts"] for r in results for t in r["tables"])
+    print(f"commits: {attempts} attempts for {2 * len(LAKE_TABLES)} table commits")
+
+
+def test_a_commit_made_on_stale_metadata_is_rebased_not_lost(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What publishing at once rests on: a worker's commit made from metadata another
+    worker has since moved past is refused by the catalog, then made again on the new
+    metadata (the other workspace's partitions checked untouched), so both land."""
+    from pyiceberg.expressions import In
+
+    warehouse = Warehouse(tmp_path / "w.duckdb", ["ws_a", "ws_b"])
+    warehouse.grow()
+    config = lake_config(tmp_path / "lake")
+    _publish(warehouse.path, config, ["ws_a"])
+    stale = config.open_catalog().load_table((config.namespace, "conversations"))
+    _publish(warehouse.path, config, ["ws_b"])  # moves the table past the stale handle
+    with duckdb.connect(str(warehouse.path), read_only=True) as con:
+        con.execute("SET TimeZone = 'UTC'")
+        rows = con.sql("SELECT * FROM conversations WHERE workspace_id = 'ws_a'").to_arrow_table()
+    caplog.set_level("WARNING", logger="pyiceberg")
+    stale.overwrite(rows.cast(stale.schema().as_arrow()),
+                    overwrite_filter=In(term="workspace_id", literals=["ws_a"]))  # fmt: skip
+    assert "concurrent update, retrying" in caplog.text
+    assert_lake_equals(config, warehouse.path, ["ws_a", "ws_b"])
+
+
+_KILLED = """
+import sys, time
+from pathlib import Path
+import duckdb
+from convo_analytics.lake import LakeConfig, publish_lake
+db, uri, files, marker, after = sys.argv[1:6]
+con = duckdb.connect(db, read_only=True)
+done = []
+def on_table(t):
+    done.append(t.table)
+    if len(done) == int(after):
+        Path(marker).write_text(",".join(done))
+        time.sleep(600)
+publish_lake(con, LakeConfig(uri, files), ["ws_a"], on_table=on_table)
+"""
+
+
+def test_a_killed_publish_leaves_each_table_whole_and_a_rerun_completes_it(
+    tmp_path: Path,
+) -> None:
+    warehouse = Warehouse(tmp_path / "w.duckdb", ["ws_a", "ws_b"], seed=3)
+    warehouse.grow()
+    config = lake_config(tmp_path / "lake")
+    _publish(warehouse.path, config)
+    before = lake_rows(config, ["ws_a"])
+    warehouse.grow(["ws_a"], batches=2)
+    after = warehouse_rows(warehouse.path, ["ws_a"])
+    marker = tmp_path / "killed-after"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_KILLED), str(warehouse.path),
+         config.catalog_uri, config.warehouse, str(marker), "14"],
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marker.exists(), "the publish never got that far"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    committed = set(marker.read_text().split(","))
+    assert len(committed) == 14
+    seen = lake_rows(config, ["ws_a"])
+    for spec in LAKE_TABLES:
+        expected = after[spec.name] if spec.name in committed else before[spec.name]
+        assert seen[spec.name] == expected, f"{spec.name} is neither whole before nor after"
+    assert any(before[n] != after[n] for n in committed), "the kill came after no change"
+    assert any(before[n] != after[n] for n in after if n not in committed), "nothing was left"
+    assert lake_rows(config, ["ws_b"]) == warehouse_rows(warehouse.path, ["ws_b"])
+    _publish(warehouse.path, config, ["ws_a"])  # the retried publish completes it
+    assert_lake_equals(config, warehouse.path, ["ws_a", "ws_b"])
+
+
+def test_rows_of_one_workspace_per_table_compare_by_value(tmp_path: Path) -> None:
+    """The comparison itself can fail: a lake short of one row is caught."""
+    warehouse = Warehouse(tmp_path / "w.duckdb", ["ws_a"])
+    warehouse.grow()
+    config = lake_config(tmp_path / "lake")
+    _publish(warehouse.path, config)
+    table = config.open_catalog().load_table((config.namespace, "messages"))
+    from pyiceberg.expressions import EqualTo
+
+    victim = table_rows(duckdb.connect(str(warehouse.path), read_only=True), "messages", ["ws_a"])
+    table.delete(EqualTo(term="id", literal=victim[0][0]))
+    with pytest.raises(AssertionError, match="messages"):
+        assert_lake_equals(config, warehouse.path, ["ws_a"])
