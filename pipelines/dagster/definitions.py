@@ -51,8 +51,8 @@ WORKSPACES = dg.DynamicPartitionsDefinition(name="workspaces")
 #: A failed step is tried twice more, 2 s then 4 s later (a rate limit's burst, a restart
 #: of the service, a lost connection); a workspace that still fails fails alone.
 RETRY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
-#: Catalog commits (one per table a publish writes) across all runs: set its limit with
-#: ``dagster instance concurrency set convo_lake N``.
+#: The pool of ``lake_publish`` steps (each commits once per lake table) in flight across
+#: all runs, to spare the catalog: ``dagster instance concurrency set convo_lake N``.
 LAKE_POOL = "convo_lake"
 GROUP = "convo_workspaces"
 #: The multiprocess executor's settings for the fan-out: three workspaces at once, each
