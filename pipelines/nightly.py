@@ -69,7 +69,8 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
 
     settings = ctx.settings
     secret = settings.get_secret("webhooks.secret")
-    hooked = [w for w in load_workspaces(settings) if not w.implicit and w.webhook_secrets]
+    configured = [w for w in load_workspaces(settings) if not w.implicit]
+    hooked = [w for w in configured if w.webhook_secrets]
     if secret is None and not hooked:
         return {"skipped": "no webhook secret configured"}
     archive_dir = settings.require_path("webhooks.archive_dir")
@@ -77,7 +78,7 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
     roots += [Path(p) for p in settings.get_list("run.ingest_paths")]
     files = archive_files(roots) if roots else []
     if secret is None:  # only the configured workspaces' own archives can be verified
-        names = {w.name for w in hooked}
+        names = {w.name for w in configured}  # (one without secrets says so)
         files = [f for f in files if _workspace_folder(f) in names]
     if not files:
         return {"files": 0}
