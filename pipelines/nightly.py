@@ -10,6 +10,7 @@ duplicates, and readers see only what ``publish`` copies.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -68,15 +69,17 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
 
     settings = ctx.settings
     secret = settings.get_secret("webhooks.secret")
-    hooked = [w for w in load_workspaces(settings) if not w.implicit and w.webhook_secrets]
+    configured = [w for w in load_workspaces(settings) if not w.implicit]
+    hooked = [w for w in configured if w.webhook_secrets]
     if secret is None and not hooked:
         return {"skipped": "no webhook secret configured"}
     archive_dir = settings.require_path("webhooks.archive_dir")
     roots = [archive_dir] if archive_dir.exists() else []
     roots += [Path(p) for p in settings.get_list("run.ingest_paths")]
     files = archive_files(roots) if roots else []
-    if secret is None:  # only the workspaces' own archives can be verified
-        files = [f for f in files if "workspaces" in f.parts]
+    if secret is None:  # only the configured workspaces' own archives can be verified
+        names = {w.name for w in configured}  # (one without secrets says so)
+        files = [f for f in files if _workspace_folder(f) in names]
     if not files:
         return {"files": 0}
     results = []
@@ -97,6 +100,13 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
         "quarantined": sum(result.quarantined.values()),
         "quarantine_open": _open_quarantine(ctx.db_path),
     }
+
+
+def _workspace_folder(path: Path) -> str | None:
+    """The workspace whose archive folder (``.../workspaces/NAME/...``) holds ``path``."""
+    parts = path.parts
+    found = [b for a, b in itertools.pairwise(parts) if a == "workspaces"]
+    return found[-1] if found else None
 
 
 def _open_quarantine(db_path: Path) -> int:

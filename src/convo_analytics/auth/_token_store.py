@@ -55,6 +55,10 @@ class TokenStore:
         found = self._read().get(workspace)
         return found if isinstance(found, dict) else None
 
+    def workspaces(self) -> list[str]:
+        """The workspaces holding a grant (names only; no token leaves the store)."""
+        return sorted(name for name, token in self._read().items() if isinstance(token, dict))
+
     def put(self, workspace: str, token: dict[str, Any] | None) -> None:
         """Store (or, with None, forget) the workspace's token; call under ``locked``."""
         data = self._read()

@@ -1,0 +1,328 @@
+"""Workspaces as partitions on Dagster (issue 19; docs/scale-out.md says how to run it).
+
+Every workspace is a partition of the dynamic partitions definition
+``workspaces``, filled from the config's ``[[workspaces]]`` checked against the
+token store's OAuth grants (the sensor ``workspace_partitions``, and the
+first op of ``nightly_workspaces``). A workspace's partition runs the same
+steps as ``convo run`` (``pipelines/nightly.py``) with the settings narrowed to
+that workspace, writing its own shard ``shards/NAME.duckdb``: workers never
+share a DuckDB writer. Retries (RetryPolicy), concurrency (the multiprocess
+executor's ``max_concurrent``, the run queue's limits, the ``convo_lake`` pool)
+and backfills are Dagster's; this module only says what a step is.
+
+Two ways to run the same steps:
+
+- ``workspace_partition``: the partitioned assets ``extract``, ``webhook_ingest``,
+  ``transform`` and ``lake_publish``, one run per workspace (a backfill
+  launches many; the run queue caps them, one per workspace at a time);
+- ``nightly_workspaces``: every runnable workspace in one run, fanned out
+  (dynamic outputs), so the multiprocess executor works on up to
+  ``max_concurrent`` workspaces at once, then ``workspace_rollup``. It records
+  materialisations of the same asset partitions, so both show in one place.
+
+Load with ``dagster dev -f pipelines/dagster/definitions.py`` (or
+``-m pipelines.dagster.definitions`` from the repository's root); the
+convo settings come from ``CONVO_CONFIG`` (or ``convo.toml`` in the working
+folder), as for every ``convo`` command.
+"""
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from convo_analytics.config import Settings, load_settings
+from convo_analytics.pipeline import (
+    Step,
+    load_steps,
+    run_shard_step,
+    shard_path,
+    shard_workspaces,
+)
+
+_ROOT = Path(__file__).resolve().parents[2]
+STEPS: dict[str, Step] = {s.name: s for s in load_steps(_ROOT / "pipelines" / "nightly.py")}
+
+#: What a workspace's night is, in order: the partitioned assets' steps.
+NIGHT = ("extract", "webhook_ingest", "transform", "lake_publish")
+WORKSPACES = dg.DynamicPartitionsDefinition(name="workspaces")
+#: A failed step is tried twice more, 2 s then 4 s later (a rate limit's burst, a restart
+#: of the service, a lost connection); a workspace that still fails fails alone.
+RETRY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
+#: The pool of ``lake_publish`` steps (each commits once per lake table) in flight across
+#: all runs, to spare the catalog: ``dagster instance concurrency set convo_lake N``.
+LAKE_POOL = "convo_lake"
+GROUP = "convo_workspaces"
+#: The multiprocess executor's settings for the fan-out: three workspaces at once, each
+#: step in a process forked from a server that has imported the heavy modules once.
+EXECUTION: dict[str, Any] = {
+    "max_concurrent": 3,
+    "start_method": {
+        "forkserver": {
+            "preload_modules": [
+                "dagster",
+                "convo_analytics.extract",
+                "convo_analytics.transform",
+                "convo_analytics.webhooks",
+            ]
+        }
+    },
+}
+
+
+#: Where steps run, chosen by the operator (docs/scale-out.md), never by a code change:
+#: ``multiprocess`` (default: processes of this machine), ``k8s`` (a Kubernetes job per
+#: step, dagster-k8s) or ``celery`` (Celery workers, dagster-celery).
+EXECUTOR_ENV = "CONVO_DAGSTER_EXECUTOR"
+
+
+def job_executor(in_process_too: bool = False) -> dg.ExecutorDefinition:
+    """The executor ``CONVO_DAGSTER_EXECUTOR`` names (its run config: docs/scale-out.md);
+    ``in_process_too``: multiprocess unless the run config says ``in_process`` (a run of
+    one workspace by hand, without a process per step)."""
+    kind = os.environ.get(EXECUTOR_ENV, "multiprocess")
+    if kind == "k8s":
+        from dagster_k8s import k8s_job_executor  # type: ignore[import-not-found]
+
+        return k8s_job_executor  # type: ignore[no-any-return]
+    if kind == "celery":
+        from dagster_celery import celery_executor  # type: ignore[import-not-found]
+
+        return celery_executor  # type: ignore[no-any-return]
+    if kind != "multiprocess":
+        raise dg.DagsterInvariantViolationError(
+            f"{EXECUTOR_ENV}={kind!r}: use multiprocess, k8s or celery"
+        )
+    return dg.multi_or_in_process_executor if in_process_too else dg.multiprocess_executor
+
+
+class ConvoSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """Where the convo settings come from: ``config_path`` (a convo.toml), else as every
+    ``convo`` command finds them (``CONVO_CONFIG``, then ``convo.toml`` in the working
+    folder). Read afresh in each step's process, so a fixed key file counts on a retry."""
+
+    config_path: str | None = None
+
+    def settings(self) -> Settings:
+        return load_settings(Path(self.config_path) if self.config_path else None, {})
+
+
+def _run_step(step_name: str, settings: Settings, workspace: str, run_id: str) -> dict[str, str]:
+    counts = run_shard_step(STEPS[step_name], settings, workspace, run_id)
+    return {key: str(value) for key, value in counts.items()}
+
+
+def lake_publish_counts(settings: Settings, workspace: str) -> dict[str, Any]:
+    """Publish the workspace's shard (its typed tables and marts) into the shared lake:
+    its partitions replaced table by table, each commit retried when another worker's
+    landed first (convo_analytics.lake)."""
+    from convo_analytics.lake import LakeConfig, publish_lake
+    from convo_analytics.warehouse import open_warehouse
+
+    con = open_warehouse(shard_path(settings, workspace), read_only=True)
+    try:
+        result = publish_lake(con, LakeConfig.from_settings(settings), [workspace])
+    finally:
+        con.close()
+    return {"rows": result.rows, "tables": len(result.tables), "seconds": round(result.seconds, 3),
+            "commit_attempts": sum(t.attempts for t in result.tables)}  # fmt: skip
+
+
+#: The counts the rollup adds up, per time zone and day (mart_daily_conversations' columns).
+ROLLUP_COUNTS = ("conversations", "engaged_conversations", "resolved", "abandoned", "open",
+                 "escalated_conversations", "contained_conversations", "leads_qualified",
+                 "feedback_count", "positive_feedback", "rating_sum")  # fmt: skip
+
+
+def build_rollup(settings: Settings) -> dict[str, Any]:
+    """Write ``shards/_rollup.duckdb``: ``workspace_rollup``, the daily conversation counts of
+    every workspace in the lake added up per time zone and day (with how many workspaces
+    had any), from the lake's ``mart_daily_conversations``; replaced whole, so a reader
+    sees one night's totals or the previous ones."""
+    import os
+
+    from convo_analytics.lake import LakeConfig, read_lake
+
+    target = shard_path(settings, "rollup").with_name("_rollup.duckdb")  # '_': not a name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    partial.unlink(missing_ok=True)
+    lake = read_lake(LakeConfig.from_settings(settings), tables=["mart_daily_conversations"])
+    try:
+        sums = ", ".join(f"sum({c})::BIGINT AS {c}" for c in ROLLUP_COUNTS)
+        lake.execute(f"ATTACH '{partial}' AS out")
+        lake.execute(
+            "CREATE TABLE out.workspace_rollup AS SELECT timezone, date, "
+            f"count(DISTINCT workspace_id)::BIGINT AS workspaces, {sums} "
+            "FROM mart_daily_conversations GROUP BY timezone, date ORDER BY timezone, date"
+        )
+        [(workspaces, days, total)] = lake.execute(
+            "SELECT count(DISTINCT workspace_id), count(DISTINCT date), "
+            "coalesce(sum(conversations), 0) FROM mart_daily_conversations "
+            "WHERE timezone = (SELECT min(timezone) FROM mart_daily_conversations)"
+        ).fetchall()
+        lake.execute("DETACH out")
+    finally:
+        lake.close()
+    if not workspaces:
+        partial.unlink(missing_ok=True)
+        raise dg.Failure("the lake holds no marts to roll up: publish the workspaces first")
+    os.replace(partial, target)
+    return {"workspaces": int(workspaces), "days": int(days), "conversations": int(total),
+            "path": str(target)}  # fmt: skip
+
+
+# -- the partitioned assets: one run per workspace ------------------------------------
+
+
+def _shard_asset(step_name: str, upstream: str | None) -> dg.AssetsDefinition:
+    step = STEPS[step_name]
+
+    @dg.asset(
+        name=step_name,
+        partitions_def=WORKSPACES,
+        deps=[upstream] if upstream else [],
+        description=step.doc,
+        group_name=GROUP,
+        retry_policy=RETRY,
+    )
+    def _materialise(
+        context: dg.AssetExecutionContext, convo: ConvoSettings
+    ) -> dg.MaterializeResult:
+        counts = _run_step(step_name, convo.settings(), context.partition_key, context.run_id)
+        return dg.MaterializeResult(metadata=counts)
+
+    return _materialise
+
+
+@dg.asset(
+    name="lake_publish",
+    partitions_def=WORKSPACES,
+    deps=["transform"],
+    description=lake_publish_counts.__doc__,
+    group_name=GROUP,
+    retry_policy=RETRY,
+    pool=LAKE_POOL,
+)
+def lake_publish(context: dg.AssetExecutionContext, convo: ConvoSettings) -> dg.MaterializeResult:
+    counts = lake_publish_counts(convo.settings(), context.partition_key)
+    return dg.MaterializeResult(metadata={k: str(v) for k, v in counts.items()})
+
+
+@dg.asset(
+    name="workspace_rollup",
+    deps=["lake_publish"],
+    description="Totals across every workspace, from each workspace's published marts.",
+    group_name=GROUP,
+)
+def workspace_rollup(convo: ConvoSettings) -> dg.MaterializeResult:
+    return dg.MaterializeResult(metadata=build_rollup(convo.settings()))
+
+
+ASSETS = [
+    _shard_asset("extract", None),
+    _shard_asset("webhook_ingest", "extract"),
+    _shard_asset("transform", "webhook_ingest"),
+    lake_publish,
+    workspace_rollup,
+]
+workspace_partition = dg.define_asset_job(
+    "workspace_partition",
+    selection=dg.AssetSelection.assets(*NIGHT),
+    description="One workspace's night: its partition of each asset, in its own shard.",
+)
+
+
+@dg.sensor(minimum_interval_seconds=300, default_status=dg.DefaultSensorStatus.RUNNING)
+def workspace_partitions(
+    context: dg.SensorEvaluationContext, convo: ConvoSettings
+) -> dg.SensorResult:
+    """Keep the ``workspaces`` partitions equal to the runnable workspaces: the config's
+    ``[[workspaces]]``, OAuth ones once ``convo auth login`` has stored their grant."""
+    found = shard_workspaces(convo.settings())
+    have = set(context.instance.get_dynamic_partitions(WORKSPACES.name))
+    add = [n for n in found.runnable if n not in have]
+    drop = sorted(have - set(found.runnable))
+    requests = []
+    if add:
+        requests.append(WORKSPACES.build_add_request(add))
+    if drop:
+        requests.append(WORKSPACES.build_delete_request(drop))
+    return dg.SensorResult(dynamic_partitions_requests=requests)
+
+
+# -- the fan-out: every workspace in one run, max_concurrent at a time -----------------
+
+
+def _mapping_key(name: str, used: set[str]) -> str:
+    key = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    while key in used:  # 'a-b' and 'a_b' both map to a_b: keep them apart
+        key += "_"
+    used.add(key)
+    return key
+
+
+@dg.op(out=dg.DynamicOut(str))
+def runnable_workspaces(context: dg.OpExecutionContext, convo: ConvoSettings) -> Any:
+    """Every runnable workspace (registered as a partition), one output each."""
+    found = shard_workspaces(convo.settings())
+    if found.awaiting_login:
+        context.log.warning(f"not run, no OAuth grant yet (convo auth login --workspace NAME): "
+                            f"{', '.join(found.awaiting_login)}")  # fmt: skip
+    if found.unconfigured_grants:
+        context.log.warning(f"grants without a [[workspaces]] entry, not run: "
+                            f"{', '.join(found.unconfigured_grants)}")  # fmt: skip
+    have = set(context.instance.get_dynamic_partitions(WORKSPACES.name))
+    if new := [n for n in found.runnable if n not in have]:
+        context.instance.add_dynamic_partitions(WORKSPACES.name, new)
+    used: set[str] = set()
+    for name in found.runnable:
+        yield dg.DynamicOutput(name, mapping_key=_mapping_key(name, used))
+
+
+@dg.op(retry_policy=RETRY)
+def workspace_night(context: dg.OpExecutionContext, convo: ConvoSettings, workspace: str) -> str:
+    """One workspace's extract, webhook ingest, transform and lake publish, on its shard
+    (one step, so one process start per workspace; every part is safe to repeat, so a
+    retry redoes the whole night cheaply: the loads skip what they already hold)."""
+    settings = convo.settings()
+    for step_name in NIGHT:
+        if step_name == "lake_publish":
+            counts = {k: str(v) for k, v in lake_publish_counts(settings, workspace).items()}
+        else:
+            counts = _run_step(step_name, settings, workspace, context.run_id)
+        context.log_event(dg.AssetMaterialization(asset_key=step_name, partition=workspace,
+                                                  metadata=counts))  # fmt: skip
+    return workspace
+
+
+@dg.op
+def rollup(context: dg.OpExecutionContext, convo: ConvoSettings, workspaces: list[str]) -> None:
+    """The cross-workspace totals, once every workspace's shard is published."""
+    metadata = build_rollup(convo.settings())
+    context.log_event(dg.AssetMaterialization(asset_key="workspace_rollup", metadata=metadata))
+
+
+@dg.job(
+    executor_def=job_executor(),
+    config=None
+    if os.environ.get(EXECUTOR_ENV, "multiprocess") != "multiprocess"
+    else {"execution": {"config": EXECUTION}},
+    description="Every runnable workspace's night, up to max_concurrent at once, then the "
+    "cross-workspace rollup.",
+)
+def nightly_workspaces() -> None:
+    done = runnable_workspaces().map(workspace_night)
+    rollup(done.collect())
+
+
+defs = dg.Definitions(
+    assets=ASSETS,
+    jobs=[workspace_partition, nightly_workspaces],
+    sensors=[workspace_partitions],
+    schedules=[dg.ScheduleDefinition(job=nightly_workspaces, cron_schedule="15 2 * * *")],
+    resources={"convo": ConvoSettings()},
+    executor=job_executor(in_process_too=True),
+)

@@ -1,0 +1,202 @@
+"""Benchmarks of scaling out (issue 19): the six-workspace Dagster job, and the per-workspace
+figures docs/scale-out.md sizes 100 to 10,000 workspaces from.
+
+- dagster-six-workspaces: ``nightly_workspaces`` over six sandbox workspaces at 100/min
+  each (a night is bound by each workspace's own limit) with the multiprocess executor
+  (three at once) on a PostgreSQL-backed instance and a
+  PostgreSQL-catalogued lake; beside it, the anchor measured in the same run: the same
+  six one after another in one process (``execute_in_process``, fresh shards and lake).
+- scale-out-per-workspace: one workspace's extract at 600/min and 100/min against a
+  sandbox enforcing that limit (seconds per 1,000 conversations, requests per
+  conversation), its transform and lake publish (seconds), and the lake's bytes per
+  conversation (a SQLite catalog, data files on the local disk).
+
+Servers run in threads of this process (the rate-limited extracts are bound by the
+limit, not by the GIL); PostgreSQL is a throwaway server (tests/postgres_support.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from _common import BenchContext, Report
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+NAMES = ("north", "south", "east", "west", "up", "down")
+
+
+def _key(name: str) -> str:
+    return f"sk_bench_{name}_0123456789"
+
+
+@contextmanager
+def _sandbox(conversations: int, rate_limit: str, names: tuple[str, ...]) -> Iterator[Any]:
+    from convo_analytics._serving import ServerThread
+    from convo_analytics.sandbox import Sandbox, SandboxSettings, create_app
+
+    settings = SandboxSettings(seed=7, conversations=conversations, days=7,
+                               until_ms=1_795_000_000_000, rate_limit=rate_limit,
+                               workspaces=[(n, _key(n)) for n in names],
+                               admin_token="adm_bench_token", crawl_scope="loopback")  # fmt: skip
+    with ServerThread(create_app(Sandbox(settings))) as server:
+        yield server
+
+
+def _config(
+    folder: Path, url: str, catalog: str, names: tuple[str, ...], rate_limit: str = "none"
+) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    blocks = []
+    for name in names:
+        (folder / f"{name}.key").write_text(_key(name))
+        blocks.append(f'[[workspaces]]\nname = "{name}"\nbase_url = "{url}"\n'
+                      f'auth = {{ type = "api_key", key_file = "{name}.key" }}\n')  # fmt: skip
+    path = folder / "convo.toml"
+    path.write_text(
+        f'[service]\nrate_limit = "{rate_limit}"\n\n'
+        f'[warehouse]\npath = "{folder}/data/w.duckdb"\n\n'
+        f'[auth]\ntoken_store = "{folder}/data/tokens.json"\n\n'
+        f'[lake]\ncatalog_uri = "{catalog}"\nwarehouse = "{folder}/lake"\n\n' + "\n".join(blocks)
+    )
+    return path
+
+
+def bench_six_workspaces(ctx: BenchContext, report: Report) -> None:
+    """The six-workspace job, three processes at once, against the six one after another."""
+    import dagster as dg
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+    from postgres_support import running_postgres
+
+    defs_file = ROOT / "pipelines" / "dagster" / "definitions.py"
+    # At a rate limit, as a real night is: each workspace's extract waits on its own limit.
+    # 100/min: even this small workspace waits on its limit most of its night (as a real one
+    # does at any limit), rather than on the 2 cores the sandbox and the steps share here.
+    conversations, limit = (20, "100/min") if ctx.quick else (40, "100/min")
+    report.sizes["workspaces"] = len(NAMES)
+    report.sizes["conversations each"] = conversations
+    report.sizes["rate limit"] = f"{limit} per workspace (server and client)"
+    repo = ReconstructableRepository.for_file(str(defs_file), "defs", working_directory=str(ROOT))
+    with (
+        _sandbox(conversations, limit, NAMES) as server,
+        running_postgres() as pg,
+        tempfile.TemporaryDirectory(prefix="bench-dagster-") as tmp,
+    ):
+        seconds: dict[str, float] = {}
+        for how in ("multiprocess", "in_process"):
+            folder = Path(tmp) / how
+            home = folder / "dagster_home"
+            home.mkdir(parents=True)
+            shutil.copy(ROOT / "pipelines" / "dagster" / "dagster.yaml", home / "dagster.yaml")
+            for db in (f"dagster_{how}", f"lake_{how}"):
+                pg.create_database(db)
+            config = _config(folder, server.url, pg.url(database=f"lake_{how}"), NAMES, limit)
+            os.environ["DAGSTER_POSTGRES_URL"] = pg.url(database=f"dagster_{how}")
+            resources = {"convo": {"config": {"config_path": str(config)}}}
+            with dg.DagsterInstance.from_config(str(home)) as instance:
+                started = time.perf_counter()
+                if how == "multiprocess":
+                    result = dg.execute_job(
+                        repo.get_reconstructable_job("nightly_workspaces"), instance,
+                        run_config={"execution": {"config": _execution()},
+                                    "resources": resources},
+                    )  # fmt: skip
+                else:
+                    result = _in_process(repo, instance, resources)
+                seconds[how] = time.perf_counter() - started
+            if not result.success:
+                raise RuntimeError(f"the {how} run failed")
+    report.add("six workspaces, multiprocess (3 at once)", round(seconds["multiprocess"], 1), "s")
+    report.add("six workspaces, one after another (anchor)", round(seconds["in_process"], 1), "s")
+    report.add("speed-up", round(seconds["in_process"] / seconds["multiprocess"], 2), "x")
+
+
+def _execution() -> dict[str, Any]:
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    spec = spec_from_file_location("convo_dagster_definitions",
+                                   ROOT / "pipelines" / "dagster" / "definitions.py")  # fmt: skip
+    assert spec is not None and spec.loader is not None
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    execution: dict[str, Any] = module.EXECUTION
+    return execution
+
+
+def _in_process(repo: Any, instance: Any, resources: dict[str, Any]) -> Any:
+    """The same job's ops in this one process, one step after another."""
+    import dagster as dg
+
+    job_def = repo.get_definition().get_job("nightly_workspaces")
+    in_process = dg.JobDefinition(
+        graph_def=job_def.graph, resource_defs=job_def.resource_defs,
+        executor_def=dg.in_process_executor, name="nightly_workspaces_in_process",
+    )  # fmt: skip
+    return in_process.execute_in_process(run_config={"resources": resources}, instance=instance)
+
+
+def bench_per_workspace(ctx: BenchContext, report: Report) -> None:
+    """One workspace: extract at each limit, transform, publish, lake bytes."""
+    from convo_analytics.config import load_settings
+    from convo_analytics.extract import ExtractConfig, run_extract
+    from convo_analytics.lake import LakeConfig, publish_lake
+    from convo_analytics.pipeline import load_steps, run_shard_step, shard_path
+    from convo_analytics.warehouse import open_warehouse
+
+    steps = {s.name: s for s in load_steps(ROOT / "pipelines" / "nightly.py")}
+    aimed = 10.0 if ctx.quick else 25.0
+    for spec, per_second in (("600/min", 10.0), ("100/min", 100 / 60)):
+        n = max(10, int(per_second * aimed))
+        with _sandbox(n, spec, ("acme",)) as server, tempfile.TemporaryDirectory() as tmp:
+            config = ExtractConfig(base_url=server.url, api_key=_key("acme"),
+                                   db_path=Path(tmp) / "w.duckdb", rate_limit=spec)  # fmt: skip
+            started = time.perf_counter()
+            result = asyncio.run(run_extract(config))
+            took = time.perf_counter() - started
+            requests = sum(s.stats.requests for s in result.streams.values())
+        report.sizes[f"extract at {spec}"] = f"{n} conversations"
+        report.add(f"extract s per 1,000 conversations at {spec}", round(took / n * 1000, 1), "s")
+        report.add(f"requests per conversation at {spec}", round(requests / n, 3))
+    n = 300 if ctx.quick else 2000
+    report.sizes["transform and publish"] = f"one workspace of {n} conversations, 7 days"
+    with _sandbox(n, "none", ("acme",)) as server, tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        config = _config(folder, server.url, f"sqlite:///{folder}/lake/catalog.db", ("acme",))
+        settings = load_settings(config, {})
+        timings = {}
+        for step in ("extract", "transform"):
+            started = time.perf_counter()
+            run_shard_step(steps[step], settings, "acme", f"bench-{step}")
+            timings[step] = time.perf_counter() - started
+        con = open_warehouse(shard_path(settings, "acme"), read_only=True)
+        try:
+            started = time.perf_counter()
+            published = publish_lake(con, LakeConfig.from_settings(settings), ["acme"])
+            timings["publish"] = time.perf_counter() - started
+        finally:
+            con.close()
+        lake_bytes = sum(p.stat().st_size for p in (folder / "lake").rglob("*") if p.is_file())
+        shard_bytes = shard_path(settings, "acme").stat().st_size
+    report.add("extract s per workspace (no limit)", round(timings["extract"], 2), "s")
+    report.add("transform s per workspace", round(timings["transform"], 2), "s")
+    report.add("lake publish s per workspace", round(timings["publish"], 2), "s")
+    report.add("lake commits per workspace", len(published.tables))
+    report.add("lake bytes per conversation", round(lake_bytes / n), "B")
+    report.add("shard (DuckDB) bytes per conversation (anchor)", round(shard_bytes / n), "B")
+
+
+BENCHES = [
+    ("dagster-six-workspaces", bench_six_workspaces),
+    ("scale-out-per-workspace", bench_per_workspace),
+]
