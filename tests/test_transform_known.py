@@ -269,8 +269,8 @@ def test_reconciliation_lists_differences_and_fails_on_request(
     run = orjson.loads(capsys.readouterr().out)
     wrong = [m for m in run["mismatches"] if m["metric"] == "conversations"]
     assert wrong == [
-        {"timezone": "UTC", "date": "2026-03-01", "metric": "conversations", "warehouse": 2,
-         "service": 3}
+        {"workspace_id": "ws", "timezone": "UTC", "date": "2026-03-01",
+         "metric": "conversations", "warehouse": 2, "service": 3}
     ]  # fmt: skip
     assert not [m for m in run["mismatches"] if m["metric"] == "resolved"]
     assert main(["transform", "--db", str(db), "--fail-on-mismatch"]) == 1
