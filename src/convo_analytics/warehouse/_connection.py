@@ -85,6 +85,10 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         from convo_analytics.warehouse._upgrade import backfill_canonical_keys
 
         backfill_canonical_keys(con)
+    if 0 < before < 6:
+        from convo_analytics.warehouse._upgrade import refill_event_tables
+
+        refill_event_tables(con)
     con.execute(
         "INSERT INTO schema_version VALUES (?, now()) ON CONFLICT DO NOTHING", [SCHEMA_VERSION]
     )

@@ -228,7 +228,7 @@ def load_events(
             counts.types[str(kind)] += int(n)
     if resolve and _has_open(con, stored_lines):
         resolve_quarantined(con, run_id, now, stored_lines=stored_lines)
-    _fan_out(con)
+    fan_out(con)
     return counts
 
 
@@ -315,7 +315,8 @@ def _simple(
     )
 
 
-def _fan_out(con: duckdb.DuckDBPyConnection) -> None:
+def fan_out(con: duckdb.DuckDBPyConnection) -> None:
+    """Fill the per-kind tables from the new events of ``ev_chunk`` (not in ``ev_chunk_dups``)."""
     con.execute(_simple(MESSAGE_TRACES, "message.responded", "messageId"))
     con.execute(_simple(GUARDRAIL_EVENTS, "guardrail.triggered", "guardrailEventId"))
     con.execute(_simple(FEEDBACK, "conversation.feedback", "feedbackId"))
@@ -327,6 +328,20 @@ def _fan_out(con: duckdb.DuckDBPyConnection) -> None:
     }))  # fmt: skip
     _escalations(con)
     _lifecycle(con)
+
+
+def stage_stored_events(con: duckdb.DuckDBPyConnection) -> None:
+    """Every stored event as a chunk of new ones (``ev_chunk``, ``ev_chunk_dups`` empty), in
+    their order of arrival, for :func:`fan_out` to fill the per-kind tables again."""
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE ev_chunk AS
+        SELECT row_number() OVER (ORDER BY ingest_run_id, source_file, source_line, event_id)
+                   AS ord,
+               event_id, event_type, occurred_at, payload->>'$.timestamp' AS timestamp_text,
+               workspace_id, conversation_id, data, NULL::VARCHAR AS problem
+        FROM events"""
+    )
+    con.execute("CREATE OR REPLACE TEMP TABLE ev_chunk_dups (ord BIGINT)")
 
 
 def _kind_rows(fields: tuple[str, ...], *types: str) -> str:
