@@ -122,10 +122,9 @@ class World:
         self.leads: dict[tuple[str, str], dict[str, Any]] = {}
         self.runs = 0
         self.events = 0
-        #: The workspace whose webhook events first used each escalation or guardrail event
-        #: id: the per-kind event tables key a subject by its id alone, so an event of the
-        #: other workspace with that id takes a fresh one.
-        self.event_subjects: dict[str, str] = {}
+        #: (workspace, kind) -> the escalation or guardrail event ids its events used, so
+        #: that the other's events reuse some: a subject is its workspace and its id.
+        self.event_subjects: dict[tuple[str, str], list[str]] = {}
 
     def run_id(self) -> str:
         self.runs += 1
@@ -255,13 +254,22 @@ class World:
             out.append((ws, lead))
         return out
 
-    def _subject(self, rng: random.Random, workspace: str, known: list[str], fresh: str) -> str:
+    def _subject(
+        self, rng: random.Random, workspace: str, kind: str, known: list[str], fresh: str
+    ) -> str:
         """An event's escalation or guardrail event id: sometimes one a detail of its
-        workspace lists, else a fresh one (never one the other workspace's events used)."""
-        chosen = rng.choice(known) if known and rng.random() < 0.4 else fresh
-        if self.event_subjects.setdefault(chosen, workspace) != workspace:
+        workspace lists (the other workspace's details list the same ids), sometimes one the
+        other workspace's events used, else a fresh one."""
+        other = "ws_b" if workspace == "ws_a" else "ws_a"
+        theirs = self.event_subjects.get((other, kind), [])
+        draw = rng.random()
+        if known and draw < 0.4:
+            chosen = rng.choice(known)
+        elif theirs and draw < 0.7:
+            chosen = rng.choice(theirs)
+        else:
             chosen = fresh
-            self.event_subjects[chosen] = workspace
+        self.event_subjects.setdefault((workspace, kind), []).append(chosen)
         return chosen
 
     def late_events(self, rng: random.Random) -> list[dict[str, Any]]:
@@ -283,7 +291,7 @@ class World:
             )
             if rng.random() < 0.5:
                 known = [e["id"] for x in mine for e in x.escalations]
-                eid = self._subject(rng, workspace, known, f"we{self.events}")
+                eid = self._subject(rng, workspace, "escalation", known, f"we{self.events}")
                 out.append(
                     {"event": "escalation.created", "timestamp": iso(at), "workspaceId": workspace,
                      "conversationId": cid,
@@ -292,7 +300,7 @@ class World:
                 )  # fmt: skip
             else:
                 known = [g["id"] for x in mine for g in x.guardrails]
-                gid = self._subject(rng, workspace, known, f"wg{self.events}")
+                gid = self._subject(rng, workspace, "guardrail", known, f"wg{self.events}")
                 out.append(
                     {"event": "guardrail.triggered", "timestamp": iso(at),
                      "workspaceId": workspace, "conversationId": cid,

@@ -72,7 +72,7 @@ def test_tables_gain_or_lose_their_key_index_as_the_spec_says(tmp_path: Path) ->
     con.execute("INSERT INTO events (event_id, payload) VALUES ('e1', '{}')")
     con.execute("DROP TABLE escalations")
     con.execute(replace(ESCALATIONS, indexed=False).ddl())
-    con.execute("INSERT INTO escalations (escalation_key) VALUES ('x1')")
+    con.execute("INSERT INTO escalations (workspace_id, escalation_key) VALUES ('ws', 'x1')")
     assert "events" in _keyed(con) and "escalations" not in _keyed(con)
     con.close()
     open_warehouse(db).close()
@@ -82,7 +82,9 @@ def test_tables_gain_or_lose_their_key_index_as_the_spec_says(tmp_path: Path) ->
         assert {t.name for t in ALL_TABLES if t.indexed} <= keyed
         assert not {t.name for t in ALL_TABLES if not t.indexed} & keyed
         assert con.execute("SELECT event_id, payload FROM events").fetchall() == [("e1", "{}")]
-        assert con.execute("SELECT escalation_key FROM escalations").fetchall() == [("x1",)]
+        assert con.execute("SELECT workspace_id, escalation_key FROM escalations").fetchall() == [
+            ("ws", "x1")
+        ]
     finally:
         con.close()
 

@@ -38,8 +38,8 @@ class Scope:
     carries its workspace and its id), so any set of conversations can be read
     and derived on its own: all of them, one hash chunk of them (a full rebuild
     in bounded memory), or the keys listed in a registered table (the changed
-    ones). A NULL workspace or conversation id (a webhook event without one)
-    counts as ''.
+    ones). A NULL conversation id (a webhook event without one) counts as ''
+    (an event's workspace is never NULL in the per-kind tables: ``default``).
     """
 
     condition: str = "TRUE"

@@ -30,6 +30,7 @@ from convo_analytics.transform._cube import local_date
 from convo_analytics.transform._frames import scalar
 from convo_analytics.transform._versions import DEFINITION_VERSION
 from convo_analytics.warehouse._marts import MART_STATE, MART_WATERMARKS
+from convo_analytics.warehouse._tables import event_workspace
 
 #: A partition of the daily marts.
 PARTITION = ("workspace_id", "timezone", "date")
@@ -171,7 +172,7 @@ def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
     types = ", ".join(f"'{t}'" for t in FACT_EVENTS)
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _transform_new_events AS
-            SELECT event_id, workspace_id, conversation_id FROM events
+            SELECT event_id, {event_workspace()} AS workspace_id, conversation_id FROM events
             WHERE {written_by_new_runs(con, "events", "ingest_run_id")}
               AND event_type IN ({types})"""
     )
@@ -195,13 +196,13 @@ def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
         f"""CREATE OR REPLACE TEMP TABLE {CHANGED} AS
         SELECT workspace_id, id FROM _transform_direct
         UNION SELECT {key} FROM escalations
-              WHERE (coalesce(workspace_id, ''), escalation_key) IN (
+              WHERE (workspace_id, escalation_key) IN (
             SELECT workspace_id, id FROM conversation_escalations
             WHERE (workspace_id, conversation_id) IN {direct}
             UNION SELECT workspace_id, escalation_id FROM mart_escalations
                   WHERE seen_in = 'api' AND (workspace_id, conversation_id) IN {direct})
         UNION SELECT {key} FROM guardrail_events
-              WHERE (coalesce(workspace_id, ''), guardrail_event_id) IN (
+              WHERE (workspace_id, guardrail_event_id) IN (
             SELECT workspace_id, id FROM conversation_guardrail_events
             WHERE (workspace_id, conversation_id) IN {direct}
             UNION SELECT workspace_id, incident_id FROM mart_guardrail_incidents

@@ -55,6 +55,7 @@ DEFINITIONS: dict[str, int] = {
     "partitions (workspace, zone, day) and their percentile rows": 2,
     "conversation footprints (spans and message digests)": 2,
     "a conversation is its workspace and its id in every join (D-WORKSPACE-ID)": 3,
+    "a webhook subject is its workspace and its id; an event naming none is default's": 4,
 }
 
 #: The version the marts of this release follow.

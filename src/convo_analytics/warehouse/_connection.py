@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +15,7 @@ from convo_analytics.warehouse._ingest_tables import INGEST_TABLES
 from convo_analytics.warehouse._marts import MART_TABLES
 from convo_analytics.warehouse._runs import PIPELINE_RUNS
 from convo_analytics.warehouse._tables import ALL_TABLES as SOURCE_TABLES
-from convo_analytics.warehouse._tables import SCHEMA_VERSION, Column, Table
+from convo_analytics.warehouse._tables import REKEYED_IN_6, SCHEMA_VERSION, Column, Table
 
 #: Every table of the warehouse: what extract and ingest load, the ingest's own, the marts.
 ALL_TABLES = (*SOURCE_TABLES, *INGEST_TABLES, *MART_TABLES, PIPELINE_RUNS)
@@ -75,7 +75,8 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     (before,) = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchall()[0]
     for table in ALL_TABLES:
         con.execute(table.ddl(compression=compression))
-    upgrade_tables(con, ALL_TABLES, compression=compression)
+    rekeyed = REKEYED_IN_6 if 0 < before < 6 else ()
+    upgrade_tables(con, ALL_TABLES, compression=compression, rebuild=rekeyed)
     if 0 < before < 2:
         from convo_analytics.warehouse._upgrade import backfill_detail_children
 
@@ -84,6 +85,10 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         from convo_analytics.warehouse._upgrade import backfill_canonical_keys
 
         backfill_canonical_keys(con)
+    if 0 < before < 6:
+        from convo_analytics.warehouse._upgrade import refill_event_tables
+
+        refill_event_tables(con)
     con.execute(
         "INSERT INTO schema_version VALUES (?, now()) ON CONFLICT DO NOTHING", [SCHEMA_VERSION]
     )
@@ -100,7 +105,11 @@ def compression_supported(con: duckdb.DuckDBPyConnection) -> bool:
 
 
 def upgrade_tables(
-    con: duckdb.DuckDBPyConnection, tables: Iterable[Table], *, compression: bool = True
+    con: duckdb.DuckDBPyConnection,
+    tables: Iterable[Table],
+    *,
+    compression: bool = True,
+    rebuild: Collection[str] = (),
 ) -> None:
     """Bring a warehouse made by an older release up to the current tables.
 
@@ -110,7 +119,10 @@ def upgrade_tables(
     created as the spec says (columns in its order, since loads insert by
     position; its compression), its rows copied and new columns filled as their
     spec says (``Column.fill``, e.g. the workspace of a row from before there
-    were several) or left NULL, in one transaction.
+    were several) or left NULL, in one transaction. The tables named in ``rebuild`` are
+    rebuilt so whatever they look like (a change the catalog does not show: the key of a
+    table without an index, a column's NOT NULL); a rebuild killed half-way is rolled
+    back, and the next open (its schema version not yet recorded) does it again.
     """
     present: dict[str, list[str]] = {}
     for table_name, column_name in con.execute(
@@ -135,7 +147,8 @@ def upgrade_tables(
     for table in tables:
         have = present.get(table.name, [])
         if (
-            have == [c.name for c in table.columns]
+            table.name not in rebuild
+            and have == [c.name for c in table.columns]
             and keyed.get(table.name) == (list(table.key) if table.indexed else None)
             and (not compression or _compressed_as_spec(table, created.get(table.name) or ""))
         ):

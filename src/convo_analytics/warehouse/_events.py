@@ -7,7 +7,9 @@ idempotency key or its content hash was seen before, earlier in the chunk,
 in an earlier file or in an earlier run (``event_keys``). Per-kind tables
 are filled from the events stored by this chunk; events are immutable, so
 the first arrival of a subject wins, except escalations and conversation
-lifecycles, whose rows are completed by the second event of the pair.
+lifecycles, whose rows are completed by the second event of the pair. A
+subject is its workspace and its id (two workspaces numbering alike have two
+subjects of one id); an event naming no workspace is keyed under ``default``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from convo_analytics.warehouse._tables import (
     LEAD_QUALIFICATIONS,
     MESSAGE_TRACES,
     Table,
+    event_workspace,
 )
 
 STAGE_SCHEMA = pa.schema(
@@ -225,7 +228,7 @@ def load_events(
             counts.types[str(kind)] += int(n)
     if resolve and _has_open(con, stored_lines):
         resolve_quarantined(con, run_id, now, stored_lines=stored_lines)
-    _fan_out(con)
+    fan_out(con)
     return counts
 
 
@@ -257,7 +260,7 @@ _ENVELOPE = orjson.dumps(
 _ENVELOPE_COLUMNS = {
     "$.timestamp": "occurred_at",
     "$.conversationId": "conversation_id",
-    "$.workspaceId": "workspace_id",
+    "$.workspaceId": event_workspace(),
 }
 
 
@@ -292,10 +295,12 @@ def _simple(
 ) -> str:
     """Fill a per-kind table from this chunk's events of one type, first arrival winning.
 
-    The table has no key index (Table.indexed): a subject already stored is left out by
-    an anti-join, and of a subject's events in this chunk the first read is kept.
+    The table has no key index (Table.indexed): a subject (its workspace and its id)
+    already stored is left out by an anti-join, and of a subject's events in this chunk
+    the first read is kept.
     """
-    key = table.key[0]
+    workspace, key = table.key
+    keys = f"{workspace}, {key}"
     parse, picked = _data_fields(table, {key_field: "VARCHAR"})
     picked.update(
         {key: f"COALESCE(_d.{_ident(key_field)}, event_id)", "event_id": "event_id"},
@@ -305,12 +310,13 @@ def _simple(
         f"INSERT INTO {table.name} SELECT * EXCLUDE (_ord) FROM ("
         f"SELECT {_columns(table, picked)}, ord AS _ord "
         f"FROM (SELECT *, {parse} FROM ({_NEW}) WHERE event_type = '{event_type}')) "
-        f"ANTI JOIN {table.name} USING ({key}) "
-        f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY _ord) = 1"
+        f"ANTI JOIN {table.name} USING ({keys}) "
+        f"QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY _ord) = 1"
     )
 
 
-def _fan_out(con: duckdb.DuckDBPyConnection) -> None:
+def fan_out(con: duckdb.DuckDBPyConnection) -> None:
+    """Fill the per-kind tables from the new events of ``ev_chunk`` (not in ``ev_chunk_dups``)."""
     con.execute(_simple(MESSAGE_TRACES, "message.responded", "messageId"))
     con.execute(_simple(GUARDRAIL_EVENTS, "guardrail.triggered", "guardrailEventId"))
     con.execute(_simple(FEEDBACK, "conversation.feedback", "feedbackId"))
@@ -324,6 +330,20 @@ def _fan_out(con: duckdb.DuckDBPyConnection) -> None:
     _lifecycle(con)
 
 
+def stage_stored_events(con: duckdb.DuckDBPyConnection) -> None:
+    """Every stored event as a chunk of new ones (``ev_chunk``, ``ev_chunk_dups`` empty), in
+    their order of arrival, for :func:`fan_out` to fill the per-kind tables again."""
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE ev_chunk AS
+        SELECT row_number() OVER (ORDER BY ingest_run_id, source_file, source_line, event_id)
+                   AS ord,
+               event_id, event_type, occurred_at, payload->>'$.timestamp' AS timestamp_text,
+               workspace_id, conversation_id, data, NULL::VARCHAR AS problem
+        FROM events"""
+    )
+    con.execute("CREATE OR REPLACE TEMP TABLE ev_chunk_dups (ord BIGINT)")
+
+
 def _kind_rows(fields: tuple[str, ...], *types: str) -> str:
     """This chunk's new events of the given types, with ``fields`` of data parsed as ``d``."""
     structure = _quoted_structure(dict.fromkeys(fields, "VARCHAR"))
@@ -335,7 +355,8 @@ def _kind_rows(fields: tuple[str, ...], *types: str) -> str:
 
 
 def _escalations(con: duckdb.DuckDBPyConnection) -> None:
-    """escalation.created and conversation.escalated complete one row between them."""
+    """escalation.created and conversation.escalated of one workspace complete one row
+    between them."""
     rows = _kind_rows(
         ("escalationId", "reasonCode", "reason", "destination", "owner", "priority", "origin"),
         "escalation.created",
@@ -349,7 +370,7 @@ def _escalations(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         f"""INSERT INTO escalations
         SELECT {key}, any_value(e.event_id ORDER BY e.event_type), any_value(e.conversation_id),
-               any_value(e.workspace_id), min(e.occurred_at),
+               {event_workspace("e.workspace_id")}, min(e.occurred_at),
                COALESCE(any_value(e.d.reasonCode) FILTER ({created}), any_value(e.d.reason)),
                any_value(e.d.destination),
                any_value(e.d.owner) FILTER ({created}),
@@ -358,8 +379,8 @@ def _escalations(con: duckdb.DuckDBPyConnection) -> None:
                bool_or({created}),
                bool_or(e.event_type = 'conversation.escalated')
         FROM {rows} e
-        GROUP BY 1
-        ON CONFLICT (escalation_key) DO UPDATE SET
+        GROUP BY 1, 4
+        ON CONFLICT (workspace_id, escalation_key) DO UPDATE SET
             escalated_at = least(escalations.escalated_at, excluded.escalated_at),
             reason_code = CASE WHEN excluded.seen_created THEN excluded.reason_code
                                ELSE COALESCE(escalations.reason_code, excluded.reason_code) END,
@@ -383,7 +404,7 @@ def _lifecycle(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         f"""INSERT INTO conversation_lifecycle
         SELECT e.conversation_id, any_value(e.event_id), e.conversation_id,
-               any_value(e.workspace_id),
+               {event_workspace("e.workspace_id")},
                any_value({_ts("COALESCE(e.d.startedAt, e.timestamp_text)")}) FILTER ({created}),
                any_value(e.d.channel) FILTER ({created}),
                any_value(e.d.externalUserId) FILTER ({created}),
@@ -391,8 +412,8 @@ def _lifecycle(con: duckdb.DuckDBPyConnection) -> None:
                any_value(e.d.outcome) FILTER ({completed})
         FROM {rows} e
         WHERE e.conversation_id IS NOT NULL
-        GROUP BY e.conversation_id
-        ON CONFLICT (conversation_key) DO UPDATE SET
+        GROUP BY 1, 4
+        ON CONFLICT (workspace_id, conversation_key) DO UPDATE SET
             started_at = COALESCE(conversation_lifecycle.started_at, excluded.started_at),
             channel = COALESCE(conversation_lifecycle.channel, excluded.channel),
             external_user_id = COALESCE(conversation_lifecycle.external_user_id,

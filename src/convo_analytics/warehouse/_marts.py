@@ -22,7 +22,8 @@ _DIMS = (
 _WORKSPACE = Column(
     "workspace_id",
     "VARCHAR",
-    doc="the conversation's workspace (NULL when the service gave none: a partition of its own)",
+    doc="the conversation's workspace (a webhook-only incident's: the one its event names, "
+    "`default` when none)",
 )
 _DAY = (
     _WORKSPACE,
@@ -118,7 +119,7 @@ MART_GUARDRAIL_INCIDENTS = _mart(
         "workspace_id",
         "VARCHAR",
         doc="its conversation's workspace (a webhook event's: the workspace it names, whether "
-        "or not its conversation is loaded yet; NULL when it names none)",
+        "or not its conversation is loaded yet; `default` when it names none)",
     ),
     Column("external_user_id", "VARCHAR", doc="the end user (for repeated incidents)"),
     Column("message_id", "VARCHAR"),

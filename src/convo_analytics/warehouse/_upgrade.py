@@ -82,3 +82,24 @@ def backfill_canonical_keys(con: duckdb.DuckDBPyConnection) -> None:
             )
             con.unregister("upgrade_keys")
     reader.close()
+
+
+def refill_event_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Fill the per-kind event tables again from the stored events (schema 6).
+
+    Before schema 6 a subject was its id alone: of two workspaces' events of one id only
+    the first arrival's row was made (and an escalation or conversation lifecycle merged
+    both workspaces' events). The events themselves were all stored, so the rows are
+    made again from them, in their order of arrival (run, file, line): the first-arrival
+    tables keep their rows and gain the subjects they missed; the merged ones are made
+    anew. One transaction: killed half-way, the upgrade runs again on the next open.
+    """
+    from convo_analytics.warehouse._events import fan_out, stage_stored_events
+
+    with transaction(con):
+        for table in ("escalations", "conversation_lifecycle"):
+            con.execute(f"DELETE FROM {table}")
+        stage_stored_events(con)
+        fan_out(con)
+        for table in ("ev_chunk", "ev_chunk_dups"):
+            con.execute(f"DROP TABLE {table}")
