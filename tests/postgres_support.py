@@ -69,7 +69,13 @@ def _as_owner(args: list[str]) -> list[str]:
     """Run as the postgres user when we are root (initdb and postgres refuse root)."""
     if os.geteuid() != 0:
         return args
-    return ["runuser", "-u", "postgres", "--", *args]
+    # runuser lives in /usr/sbin, which a bare PATH (cron, env -i) leaves out
+    found = shutil.which("runuser") or next(
+        (p for p in ("/usr/sbin/runuser", "/sbin/runuser") if os.path.exists(p)), None
+    )
+    if found is None:
+        raise RuntimeError("running PostgreSQL's server as root needs runuser (util-linux)")
+    return [found, "-u", "postgres", "--", *args]
 
 
 def _psql(server: Postgres, sql: str) -> None:
