@@ -67,7 +67,7 @@ def test_a_publish_equals_the_warehouse_and_a_republish_replaces_only_its_worksp
     result = _publish(warehouse.path, config)
     assert set(result.workspaces) == set(WORKSPACES)
     assert [t.table for t in result.tables] == [t.name for t in LAKE_TABLES]
-    assert result.rows > 0 and all(t.snapshot_id is not None for t in result.tables)
+    assert result.rows > 0 and all(t.snapshot_id is not None for t in result.tables if t.rows)
     assert_lake_equals(config, warehouse.path, WORKSPACES)
 
     others_before = {ws: _files_of(config, ws) for ws in ("ws_b", "ws_c")}

@@ -8,6 +8,12 @@ data/bench/). Then, each into a fresh lake (SQLite catalog, local files):
 
 * one process publishes every workspace (``publish_lake``, one commit per
   table): rows/s over all lake tables;
+* then a recent night (transform_data.apply_night: 1 % of conversations new or
+  loaded again, mostly recent, some late changes spread over the year), the
+  incremental transform, and the publish again into the same lake: its time,
+  rows and partitions beside the full publish's (the previous release
+  rewrote every partition every time: the full figure is its cost), and a
+  publish with nothing changed (the fingerprints' floor);
 * WORKSPACES processes publish one workspace each, started together: the
   aggregate rows/s, and the commits that had to be made again;
 * the anchor: DuckDB alone writing the same tables' rows to Parquet (zstd)
@@ -39,15 +45,9 @@ def _lake(folder: Path) -> Any:
     return LakeConfig(f"sqlite:///{folder / 'catalog.db'}", f"file://{folder / 'files'}")
 
 
-def child_prepare(source: str, target: str, workspaces: str) -> None:
-    """Copy the synthetic warehouse, spread it over workspaces, transform it."""
-    import duckdb
-
-    from convo_analytics.transform import TransformConfig, run_transform
-    from convo_analytics.warehouse import open_warehouse
-
-    shutil.copyfile(source, target)
-    con = duckdb.connect(target)
+def _spread(con: Any, workspaces: int, where: str = "TRUE") -> None:
+    """Give every row of the published tables one of ``workspaces`` workspaces, by a hash of
+    its conversation (a conversation's rows stay together)."""
     tables = [
         r[0]
         for r in con.execute(
@@ -62,13 +62,44 @@ def child_prepare(source: str, target: str, workspaces: str) -> None:
             key = "coalesce(conversation_id, id)" if table == "leads" else "conversation_id"
         else:
             continue  # logs and bookkeeping: not published
-        con.execute(f"UPDATE {table} SET workspace_id = 'ws_' || (hash({key}) % {int(workspaces)})")
+        con.execute(f"UPDATE {table} SET workspace_id = 'ws_' || (hash({key}) % {workspaces}) "
+                    f"WHERE {where}")  # fmt: skip
+
+
+def child_prepare(source: str, target: str, workspaces: str) -> None:
+    """Copy the synthetic warehouse, spread it over workspaces, transform it."""
+    import duckdb
+
+    from convo_analytics.transform import TransformConfig, run_transform
+    from convo_analytics.warehouse import open_warehouse
+
+    shutil.copyfile(source, target)
+    con = duckdb.connect(target)
+    _spread(con, int(workspaces))
     con.execute("CHECKPOINT")
     con.close()
     con = open_warehouse(Path(target))
     run_transform(con, TransformConfig(reconcile=False))
     con.close()
     emit({"prepared": True})
+
+
+def child_night(db: str, conversations: str, workspaces: str) -> None:
+    """A recent night's loads into the workspaces, then the incremental transform."""
+    import duckdb
+    from transform_data import apply_night
+
+    from convo_analytics.transform import TransformConfig, run_transform
+    from convo_analytics.warehouse import open_warehouse
+
+    changed = apply_night(Path(db), int(conversations), "recent", 1)
+    con = duckdb.connect(db)
+    _spread(con, int(workspaces), "workspace_id = 'ws_bench'")  # the night's own rows
+    con.close()
+    con = open_warehouse(Path(db))
+    run = run_transform(con, TransformConfig(reconcile=False))
+    con.close()
+    emit({"night": {"changed": changed, "mode": run.mode}})
 
 
 def child_publish(db: str, lake: str, workspaces: str) -> None:
@@ -150,6 +181,31 @@ def bench_lake(ctx: BenchContext, report: Report) -> None:
     report.add("... messages alone", round(by_table["messages"]["rows"]
                / max(by_table["messages"]["seconds"], 1e-9)), "rows/s")  # fmt: skip
 
+    # a recent night, the incremental transform, and the publish again: what changed only
+    night_db = work / "night.duckdb"
+    shutil.copyfile(db, night_db)
+    with python_child(THIS, ["night", str(night_db), str(conversations), str(WORKSPACES)],
+                      cwd=ROOT) as child:  # fmt: skip
+        night = child.json_line("night", timeout=3600)["night"]
+    with python_child(THIS, ["publish", str(night_db), str(single), "all"], cwd=ROOT) as child:
+        after = child.json_line("published", timeout=3600)["published"]
+    with python_child(THIS, ["publish", str(night_db), str(single), "all"], cwd=ROOT) as child:
+        again = child.json_line("published", timeout=3600)["published"]
+    partitions = sum(t["partitions"] for t in after["tables"])
+    report.sizes["conversations changed by the night"] = night["changed"]
+    full_partitions = sum(t["partitions"] for t in one["published"]["tables"])
+    report.add("publish after a recent night (1 % changed), 1 process", round(after["seconds"], 1),
+               "s")  # fmt: skip
+    report.add("... rows written (the full publish: all rows)", after["rows"], "rows")
+    report.add("... partitions replaced", partitions, "partitions")
+    report.add("... partitions the full publish replaced", full_partitions, "partitions")
+    report.add("... tables committed", sum(1 for t in after["tables"] if t["attempts"]),
+               f"of {len(after['tables'])}")  # fmt: skip
+    report.add("publish with nothing changed (fingerprints only)", round(again["seconds"], 1), "s")
+    if again["rows"]:
+        report.note(f"the publish with nothing changed wrote {again['rows']} rows")
+    night_db.unlink(missing_ok=True)
+
     # one process per workspace, at once, into one lake (they race to create its tables,
     # then on every table's commits)
     many = work / "many"
@@ -165,7 +221,7 @@ def bench_lake(ctx: BenchContext, report: Report) -> None:
             c.stop(sig=0)
     wall = max(o["finished"] for o in outs) - started
     total = sum(o["published"]["rows"] for o in outs)
-    retried = sum(t["attempts"] - 1 for o in outs for t in o["published"]["tables"])
+    retried = sum(max(t["attempts"] - 1, 0) for o in outs for t in o["published"]["tables"])
     report.add(f"publish, {WORKSPACES} processes at once (one workspace each)",
                round(total / wall), "rows/s")  # fmt: skip
     report.add("... wall time (incl. process start)", round(wall, 1), "s")
@@ -191,9 +247,11 @@ if __name__ == "__main__":
     role, *rest = sys.argv[1:] or ["help"]
     if role == "prepare":
         child_prepare(*rest)
+    elif role == "night":
+        child_night(*rest)
     elif role == "publish":
         child_publish(*rest)
     elif role == "anchor":
         child_anchor(*rest)
     else:
-        raise SystemExit("usage: bench_lake.py prepare|publish|anchor ...")
+        raise SystemExit("usage: bench_lake.py prepare|night|publish|anchor ...")

@@ -17,6 +17,7 @@ from convo_analytics.cli._options import DbOption, default_of
 
 if TYPE_CHECKING:
     from convo_analytics.config import Settings
+    from convo_analytics.lake import TablePublish
 
 __all__ = ["publish"]
 
@@ -54,6 +55,14 @@ def publish(
             "workspace the warehouse holds.",
         ),
     ] = None,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="With --lake: replace every partition of the workspaces, not only those "
+            "whose rows changed (after repairing the lake by hand, say).",
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="With --lake: print what each table's commit did.")
     ] = False,
@@ -75,12 +84,14 @@ def publish(
 
     require_existing(db_path)  # said before the lock is waited for
     if lake:
-        _publish_lake(settings, db_path, workspace, as_json)
+        _publish_lake(settings, db_path, workspace, full=full, as_json=as_json)
         return
-    if workspace or as_json:
+    if workspace or as_json or full:
         from convo_analytics.errors import UserError
 
-        raise UserError("--workspace and --json go with --lake (a snapshot holds everything)")
+        raise UserError(
+            "--workspace, --full and --json go with --lake (a snapshot holds everything)"
+        )
     from convo_analytics.publish import PublishFailed, publish_snapshot
 
     folder = settings.require_path("publish.dir")
@@ -99,7 +110,12 @@ def publish(
 
 
 def _publish_lake(
-    settings: Settings, db_path: Path, workspaces: list[str] | None, as_json: bool
+    settings: Settings,
+    db_path: Path,
+    workspaces: list[str] | None,
+    *,
+    full: bool,
+    as_json: bool,
 ) -> None:
     from convo_analytics.lake import LakeCommitFailed, LakeConfig, publish_lake
     from convo_analytics.warehouse import open_warehouse
@@ -113,12 +129,8 @@ def _publish_lake(
                 con,
                 config,
                 workspaces or None,
-                on_table=None
-                if as_json
-                else lambda t: err.print(
-                    f"  {t.table}: {t.rows} rows, {t.files} files"
-                    + (f" ({t.attempts} attempts)" if t.attempts > 1 else "")
-                ),
+                full=full,
+                on_table=None if as_json else lambda t: err.print(_table_line(t)),
             )
         except LakeCommitFailed as exc:
             report_error(str(exc), "convo publish --lake")
@@ -128,8 +140,18 @@ def _publish_lake(
     if as_json:
         sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
         return
+    changed = sum(1 for t in result.tables if t.attempts)
     err.print(
-        f"published {result.rows} rows of {len(result.workspaces)} workspace(s) "
+        f"published {result.rows} rows in {changed} of {len(result.tables)} table(s), "
+        f"{sum(t.partitions for t in result.tables)} partition(s) replaced, "
+        f"of {len(result.workspaces)} workspace(s) "
         f"({', '.join(result.workspaces) or 'none'}) to the lake at {config.display_uri} "
         f"(namespace {config.namespace}) in {result.seconds:.1f} s"
     )
+
+
+def _table_line(t: TablePublish) -> str:
+    if not t.attempts:
+        return f"  {t.table}: unchanged"
+    retried = f" ({t.attempts} attempts)" if t.attempts > 1 else ""
+    return f"  {t.table}: {t.rows} rows in {t.partitions} partition(s), {t.files} files{retried}"

@@ -694,6 +694,17 @@ SETTINGS: tuple[Setting, ...] = (
         pattern_help="letters, digits and underscores",
     ),
     Setting(
+        "lake.keep_snapshots_hours",
+        Kind.INT,
+        168,
+        help=(
+            "A publish's commit to a lake table expires the table's snapshots older than "
+            "this many hours (time travel reaches back this far; the files stay for "
+            "orphan-file maintenance)."
+        ),
+        minimum=0,
+    ),
+    Setting(
         "read.source",
         Kind.STR,
         "snapshot",

@@ -47,6 +47,8 @@ class LakeConfig:
     catalog_uri: str = field(repr=False)
     warehouse: str
     namespace: str = "convo"
+    #: Snapshots older than this many hours are expired by the next commit to their table.
+    keep_snapshots_hours: int = 168
 
     @property
     def display_uri(self) -> str:
@@ -72,6 +74,7 @@ class LakeConfig:
             catalog_uri=parsed.render_as_string(hide_password=False),
             warehouse=_warehouse_location(settings.get_str("lake.warehouse")),
             namespace=settings.get_str("lake.namespace"),
+            keep_snapshots_hours=settings.get_int("lake.keep_snapshots_hours"),
         )
 
     def open_catalog(self) -> SqlCatalog:

@@ -1,31 +1,20 @@
-"""Publishing a warehouse's workspaces into the lake: one Iceberg commit per table.
+"""Publishing a warehouse's workspaces into the lake: the partitions that changed, one
+commit per table.
 
-Each table's rows of the given workspaces are read from DuckDB as Arrow and
-written with one transaction that deletes those workspaces' partitions and adds
-the new files (an overwrite filtered on ``workspace_id``), so the other
-workspaces' partitions are untouched and a reader sees either the previous
-rows of a workspace or the new ones, never both nor neither.
-
-Many workers publish at once without a coordinator of ours: the catalog
-accepts a commit only on top of the metadata it was made from (the SQL
-catalog's compare-and-swap of the metadata location). A commit that lost the
-race is first rebased by pyiceberg itself on the new metadata (its
-``commit.retry.*`` table properties), after checking that the other commit
-touched none of our workspaces' partitions; when that is exhausted, or the
-other commit did touch them (``ValidationException``: two workers publishing
-one workspace), or a SQLite catalog is busy, the whole overwrite is made again
-on the table's fresh metadata, with a bounded, jittered backoff (decision
-D-LAKE-COMMIT). Files written for a commit that did not land are never
-referenced by a snapshot (pyiceberg removes the ones it knows of; the rest
-are orphans for Iceberg's orphan-file maintenance).
+For each table, the warehouse's (workspace, day) partitions are fingerprinted in
+DuckDB and compared with the lake's record of what it holds
+(:mod:`convo_analytics.lake._changes`); only the partitions that differ are
+read as Arrow and written, in one transaction per table that deletes exactly
+those partitions and adds their new files (:mod:`convo_analytics.lake._commit`).
+The other partitions, and the other workspaces', are untouched, and a reader
+sees either a partition's previous rows or its new ones, never both nor
+neither. A table with nothing changed is not committed at all.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,13 +22,29 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from convo_analytics.errors import UserError
+from convo_analytics.lake._changes import (
+    PARTITIONS_TABLE,
+    LakeRecords,
+    Record,
+    TableChanges,
+    changes_of,
+    files_to_replace,
+    fingerprints,
+    read_changed,
+    record_rows,
+)
+from convo_analytics.lake._commit import (
+    LakeCommitFailed,
+    commit_overwrite,
+    ensure_table,
+    table_uuid,
+)
 from convo_analytics.lake._config import LakeConfig
 from convo_analytics.lake._tables import LAKE_TABLES, LakeTable
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table as IcebergTable
 
 __all__ = [
     "LakeCommitFailed",
@@ -51,21 +56,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Attempts at one table's commit before the publish gives up (each on fresh metadata).
-MAX_ATTEMPTS = 10
-_BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 2.0
-
-
-class LakeCommitFailed(UserError):
-    """A table's commit lost to other writers every time it was tried."""
-
 
 @dataclass(frozen=True, slots=True)
 class TablePublish:
-    """What one table's commit did."""
+    """What one table's commit did (rows, partitions and files 0, no snapshot, no attempt:
+    nothing changed, no commit)."""
 
     table: str
     rows: int
+    partitions: int
     files: int
     snapshot_id: int | None
     attempts: int
@@ -102,27 +101,45 @@ def publish_lake(
     *,
     tables: Sequence[LakeTable] = LAKE_TABLES,
     on_table: Callable[[TablePublish], None] | None = None,
+    full: bool = False,
 ) -> LakePublishResult:
-    """Replace the lake's partitions of ``workspaces`` (names or workspace ids; default: every
-    workspace the warehouse holds) with the warehouse's rows, table by table.
+    """Bring the lake's partitions of ``workspaces`` (names or workspace ids; default: every
+    workspace the warehouse holds) to the warehouse's rows, table by table, replacing only
+    the (workspace, day) partitions whose rows changed (``full``: all of theirs).
 
-    Tables the warehouse lacks (no transform yet) are skipped. Raises LakeUnavailable
-    when the catalog cannot be used, LakeCommitFailed when a commit keeps losing.
+    Tables the warehouse lacks (no transform yet) are skipped; a table with nothing
+    changed is not committed. Raises LakeUnavailable when the catalog cannot be used,
+    LakeCommitFailed when a commit keeps losing.
     """
     started = time.perf_counter()
     ids = resolve_workspaces(con, workspaces)
     catalog = config.open_catalog()
     present = _tables_present(con)
-    done: list[TablePublish] = []
     for spec in tables:
         if spec.name not in present:
             log.info("lake: %s skipped (the warehouse has no such table)", spec.name)
-            continue
-        data = _read(con, spec, ids)
-        report = _publish_table(catalog, config, spec, data, ids)
+    specs = [spec for spec in tables if spec.name in present]
+    names = [spec.name for spec in specs]
+    recorded = LakeRecords.read(catalog, config.namespace, ids, names)
+    plans: list[TableChanges] = []
+    for spec in specs:
+        if full:
+            recorded.forget(spec.name)
+        current = fingerprints(con, spec, ids)
+        plans.append(changes_of(spec, current, recorded.days[spec.name],
+                                recorded.uuids[spec.name],
+                                table_uuid(catalog, config, spec.name), ids))  # fmt: skip
+    if recorded.overwritten(plans):  # the days replaced are pending until they land
+        _commit_records(catalog, config, ids, names, recorded.pending(plans))
+    done: list[TablePublish] = []
+    uuids: dict[str, str | None] = {}
+    for plan in plans:
+        report, uuids[plan.spec.name] = _publish_table(con, catalog, config, plan, ids)
         done.append(report)
         if on_table is not None:
             on_table(report)
+    if any(not plan.empty for plan in plans) or not recorded.complete(ids, names, uuids):
+        _commit_records(catalog, config, ids, names, LakeRecords.final(plans, ids, uuids))
     return LakePublishResult(tuple(ids), config.namespace, tuple(done),
                              time.perf_counter() - started)  # fmt: skip
 
@@ -165,19 +182,6 @@ def _tables_present(con: duckdb.DuckDBPyConnection) -> set[str]:
     }
 
 
-def _read(con: duckdb.DuckDBPyConnection, spec: LakeTable, ids: Sequence[str]) -> pa.Table:
-    import pyarrow as pa
-
-    cur = con.cursor()
-    try:
-        cur.execute("SET TimeZone = 'UTC'")  # times reach Arrow as UTC microseconds
-        workspaces_sql = "SELECT unnest(?::VARCHAR[]) AS workspace_id"
-        table = cur.sql(spec.query(workspaces_sql), params=[list(ids)]).to_arrow_table()
-    finally:
-        cur.close()
-    return pa.table(table.columns, schema=plain_schema(table.schema))
-
-
 def plain_schema(schema: pa.Schema) -> pa.Schema:
     """The schema without DuckDB's field metadata (a JSON column's extension tag)."""
     import pyarrow as pa
@@ -186,86 +190,61 @@ def plain_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def _publish_table(
-    catalog: Catalog, config: LakeConfig, spec: LakeTable, data: pa.Table, ids: Sequence[str]
-) -> TablePublish:
-    from pyiceberg.exceptions import CommitFailedException, ValidationException
-    from pyiceberg.expressions import In
-    from sqlalchemy.exc import OperationalError
-
+    con: duckdb.DuckDBPyConnection,
+    catalog: Catalog,
+    config: LakeConfig,
+    plan: TableChanges,
+    ids: Sequence[str],
+) -> tuple[TablePublish, str | None]:
+    """Replace the plan's partitions of one table in one commit (none when nothing
+    changed); the report and the table's uuid afterwards."""
     started = time.perf_counter()
-    identifier = (config.namespace, spec.name)
-    table = _ensure_table(catalog, identifier, spec, data.schema)
-    overwrite = In(term="workspace_id", literals=list(ids))
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        try:
-            with table.transaction() as txn, warnings.catch_warnings():
-                # "Delete operation did not match any records": a workspace new to the table
-                warnings.simplefilter("ignore", UserWarning)
-                with txn.update_schema() as update:
-                    update.union_by_name(data.schema)  # a column the warehouse gained
-                txn.overwrite(data, overwrite_filter=overwrite,
-                              snapshot_properties={"convo.workspaces": ",".join(ids)})  # fmt: skip
-            break
-        except (CommitFailedException, ValidationException, OperationalError) as exc:
-            if attempt == MAX_ATTEMPTS:
-                raise LakeCommitFailed(
-                    f"the lake's {spec.name} kept changing under this publish: {MAX_ATTEMPTS} "
-                    "commits lost to other writers; run the publish again"
-                ) from None
-            log.info("lake: %s commit %d lost (%s); retrying", spec.name, attempt,
-                     type(exc).__name__)  # fmt: skip
-            time.sleep(_backoff(attempt))
-            table = catalog.load_table(identifier)
+    name = plan.spec.name
+    arrow = read_changed(con, plan)
+    data = arrow.cast(plain_schema(arrow.schema))
+    if plan.empty:  # the table is made all the same: every engine finds every lake table
+        made = ensure_table(catalog, (config.namespace, name), plan.spec.day_column, data.schema)
+        return TablePublish(name, 0, 0, 0, None, 0, 0.0), str(made.metadata.table_uuid)
+    replaced = files_to_replace(plan, _column_type(plan.spec, data))
+    table, attempts = commit_overwrite(
+        catalog, config, name, data, replaced,
+        day_column=plan.spec.day_column,
+        properties={"convo.workspaces": ",".join(ids), "convo.partitions": str(plan.partitions)},
+    )  # fmt: skip
     snapshot = table.current_snapshot()
     files = 0
     if snapshot is not None and snapshot.summary is not None:
         files = int(snapshot.summary.get("added-data-files", "0") or 0)
-    return TablePublish(
-        spec.name,
-        data.num_rows,
-        files,
-        snapshot.snapshot_id if snapshot else None,
-        attempt,
-        time.perf_counter() - started,
+    report = TablePublish(name, data.num_rows, plan.partitions, files,
+                          snapshot.snapshot_id if snapshot else None, attempts,
+                          time.perf_counter() - started)  # fmt: skip
+    return report, str(table.metadata.table_uuid)
+
+
+def _commit_records(
+    catalog: Catalog,
+    config: LakeConfig,
+    ids: Sequence[str],
+    names: Sequence[str],
+    rows: list[Record],
+) -> None:
+    """Replace the lake's records of the workspaces' rows of the tables ``names``."""
+    from pyiceberg.expressions import And, In
+
+    row_filter = And(
+        In(term="workspace_id", literals=list(ids)), In(term="table_name", literals=list(names))
     )
+    commit_overwrite(catalog, config, PARTITIONS_TABLE, record_rows(rows), row_filter,
+                     day_column=None, properties={"convo.workspaces": ",".join(ids)})  # fmt: skip
 
 
-def _backoff(attempt: int) -> float:
-    """Exponential with full jitter, capped: racing workers spread out."""
-    return random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_FIRST * 2**attempt))
+def _column_type(spec: LakeTable, data: pa.Table) -> str:
+    """How the day column's bounds are written: 'date', 'timestamptz' or 'timestamp'."""
+    import pyarrow as pa
 
-
-def _ensure_table(
-    catalog: Catalog, identifier: tuple[str, str], spec: LakeTable, schema: pa.Schema
-) -> IcebergTable:
-    """The table, created with its partition spec when the lake does not have it yet
-    (two workers creating it at once: the loser loads the winner's)."""
-    from pyiceberg.catalog import Catalog as _Catalog
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.schema import assign_fresh_schema_ids
-    from pyiceberg.transforms import DayTransform, IdentityTransform
-
-    iceberg_schema = assign_fresh_schema_ids(_Catalog._convert_schema_if_needed(schema))
-    fields = [
-        PartitionField(
-            source_id=iceberg_schema.find_field("workspace_id").field_id,
-            field_id=1000,
-            transform=IdentityTransform(),
-            name="workspace_id",
-        )
-    ]
-    if spec.day_column is not None:
-        fields.append(
-            PartitionField(
-                source_id=iceberg_schema.find_field(spec.day_column).field_id,
-                field_id=1001,
-                transform=DayTransform(),
-                name=f"{spec.day_column}_day",
-            )
-        )
-    return catalog.create_table_if_not_exists(
-        identifier,
-        schema=iceberg_schema,
-        partition_spec=PartitionSpec(*fields),
-        properties={"write.parquet.compression-codec": "zstd"},
-    )
+    if spec.day_column is None:
+        return "date"
+    kind = data.schema.field(spec.day_column).type
+    if pa.types.is_date(kind):
+        return "date"
+    return "timestamptz" if getattr(kind, "tz", None) else "timestamp"

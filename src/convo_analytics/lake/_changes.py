@@ -1,0 +1,399 @@
+"""Which of a workspace's lake partitions a publish must replace: those whose rows changed.
+
+A publish writes only the (workspace, day) partitions whose rows differ from
+what the lake holds, so its Iceberg writes and commits follow what the
+extract, the webhook ingest and the transform changed, not the size of the
+history (decision D-LAKE-INCREMENTAL). What the lake holds is known from the
+lake itself, not from the worker: its bookkeeping table ``lake_partitions``
+records, for each table, workspace and day, a fingerprint of the rows
+published (their count and the sum of DuckDB's hash of each whole row), and
+the data table's Iceberg uuid. Any worker with the workspace's warehouse can
+therefore publish incrementally; a stateless worker (a fresh Kubernetes pod)
+included.
+
+The fingerprints of the partitions a publish is about to replace are first
+recorded as pending (no fingerprint), then the data tables are committed, then
+the new fingerprints: a worker killed in between leaves pending partitions,
+which the next publish replaces whatever the warehouse holds then. A
+(table, workspace) the lake has no record of (a first publish, a lake from an
+earlier release, a table dropped and made again: another uuid) is replaced
+whole.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from convo_analytics.lake._tables import LakeTable
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table as IcebergTable
+
+__all__ = [
+    "PARTITIONS_TABLE",
+    "Day",
+    "LakeRecords",
+    "Record",
+    "TableChanges",
+    "changes_of",
+    "files_to_replace",
+    "fingerprints",
+    "overwrite_filter",
+    "read_changed",
+    "record_rows",
+    "records_filter",
+]
+
+_EPOCH = date(1970, 1, 1)
+#: The lake's bookkeeping table: one row per (workspace, table, day) published.
+PARTITIONS_TABLE = "lake_partitions"
+#: A partition's day (None: the rows without a day, or a table not cut by days).
+Day = date | None
+#: A (workspace, day) partition's fingerprint; None while a publish of it is pending.
+Fingerprint = str | None
+#: A ``lake_partitions`` row: (workspace_id, table_name, scope, day, fingerprint, table_uuid).
+#: scope 'table': the workspace's rows of the table were published against the table of
+#: that uuid (even when it has none); scope 'day': one partition and its fingerprint.
+Record = tuple[str, str, str, Day, Fingerprint, str | None]
+
+
+@dataclass(slots=True)
+class TableChanges:
+    """What one table's publish replaces: whole workspaces, and days of the others."""
+
+    spec: LakeTable
+    #: The warehouse's partitions now, with their fingerprints.
+    current: dict[tuple[str, Day], str]
+    #: Workspaces the lake has no usable record of: every partition of theirs is replaced.
+    whole: list[str] = field(default_factory=list)
+    #: Days whose rows differ (added, changed or gone), per workspace not replaced whole.
+    days: dict[str, set[Day]] = field(default_factory=dict)
+
+    @property
+    def partitions(self) -> int:
+        """How many (workspace, day) partitions the commit replaces (or removes)."""
+        whole = sum(1 for ws, _ in self.current if ws in self.whole)
+        return whole + sum(len(days) for days in self.days.values())
+
+    @property
+    def empty(self) -> bool:
+        return not self.whole and not self.days
+
+    def keys(self) -> list[tuple[str, Day]]:
+        """The warehouse partitions to read and write (a gone day has none)."""
+        return [
+            (ws, day)
+            for ws, day in self.current
+            if ws in self.whole or day in self.days.get(ws, ())
+        ]
+
+
+def day_sql(spec: LakeTable, alias: str) -> str:
+    """The day a row's partition is cut by, as Iceberg's ``day()`` cuts it (UTC, with the
+    connection's TimeZone set to UTC)."""
+    if spec.day_column is None:
+        return "CAST(NULL AS DATE)"
+    return f'CAST({alias}."{spec.day_column}" AS DATE)'
+
+
+def fingerprints(
+    con: duckdb.DuckDBPyConnection, spec: LakeTable, ids: Sequence[str]
+) -> dict[tuple[str, Day], str]:
+    """Each (workspace, day) partition of the table in the warehouse: row count and the sum
+    of every whole row's hash (any changed value, run id included, changes it)."""
+    sql = (
+        f"SELECT q.workspace_id, {day_sql(spec, 'q')} AS day, "
+        "CAST(count(*) AS VARCHAR) || ':' || CAST(sum(hash(q)) AS VARCHAR) "
+        f"FROM ({spec.query('SELECT unnest(?::VARCHAR[]) AS workspace_id')}) q GROUP BY ALL"
+    )
+    cur = con.cursor()
+    try:
+        cur.execute("SET TimeZone = 'UTC'")
+        rows = cur.execute(sql, [list(ids)]).fetchall()
+    finally:
+        cur.close()
+    return {(ws, day): fp for ws, day, fp in rows}
+
+
+def changes_of(
+    spec: LakeTable,
+    current: dict[tuple[str, Day], str],
+    recorded: Mapping[tuple[str, Day], Fingerprint],
+    recorded_uuid: Mapping[str, str | None],
+    table_uuid: str | None,
+    ids: Sequence[str],
+) -> TableChanges:
+    """Compare the warehouse's partitions with the lake's record of one table.
+
+    ``recorded`` holds the lake's fingerprints of this table's partitions of the
+    workspaces, ``recorded_uuid`` the table uuid each workspace's rows were last
+    published against, ``table_uuid`` the lake table's now (None: no such table).
+    """
+    changes = TableChanges(spec, current)
+    recorded_days: dict[str, dict[Day, Fingerprint]] = defaultdict(dict)
+    for (ws, day), fp in recorded.items():
+        recorded_days[ws][day] = fp
+    current_days: dict[str, dict[Day, str]] = defaultdict(dict)
+    for (ws, day), fp in current.items():
+        current_days[ws][day] = fp
+    for ws in ids:
+        before, now = recorded_days.get(ws, {}), current_days.get(ws, {})
+        if table_uuid is None:  # not in the lake yet (or dropped): made with these rows
+            if now:
+                changes.whole.append(ws)
+            continue
+        if recorded_uuid.get(ws) != table_uuid:
+            changes.whole.append(ws)
+            continue
+        differ = {d for d in before.keys() | now.keys() if before.get(d) is None or
+                  before.get(d) != now.get(d)}  # fmt: skip
+        if differ:
+            changes.days[ws] = differ
+    return changes
+
+
+def read_changed(con: duckdb.DuckDBPyConnection, changes: TableChanges) -> pa.Table:
+    """The warehouse rows of the partitions the publish replaces, as Arrow (UTC times)."""
+    keys = changes.keys()
+    spec = changes.spec
+    ids = sorted({ws for ws, _ in keys})
+    sql = (
+        f"SELECT q.* FROM ({spec.query('SELECT unnest(?::VARCHAR[]) AS workspace_id')}) q "
+        "SEMI JOIN (SELECT unnest(?::VARCHAR[]) AS ws, unnest(?::DATE[]) AS day) k "
+        f"ON k.ws = q.workspace_id AND k.day IS NOT DISTINCT FROM {day_sql(spec, 'q')}"
+    )
+    cur = con.cursor()
+    try:
+        cur.execute("SET TimeZone = 'UTC'")
+        params = [ids, [ws for ws, _ in keys], [day for _, day in keys]]
+        return cur.sql(sql, params=params).to_arrow_table()
+    finally:
+        cur.close()
+
+
+def files_to_replace(
+    changes: TableChanges, column_type: str
+) -> Callable[[IcebergTable], tuple[list[DataFile] | None, BooleanExpression]]:
+    """The data files holding the partitions replaced, found by the partition values in the
+    table's manifests (see ``commit_overwrite``), with the row filter of the same
+    partitions for a table whose files it cannot place."""
+    whole = set(changes.whole)
+    days = {ws: {None if d is None else (d - _EPOCH).days for d in ds}
+            for ws, ds in changes.days.items()}  # fmt: skip
+    day_field = None if changes.spec.day_column is None else f"{changes.spec.day_column}_day"
+
+    def find(table: IcebergTable) -> tuple[list[DataFile] | None, BooleanExpression]:
+        from pyiceberg.manifest import ManifestContent
+
+        fallback = overwrite_filter(changes, column_type)
+        snapshot = table.current_snapshot()
+        if snapshot is None:
+            return [], fallback
+        specs = table.specs()
+        found = []
+        for manifest in snapshot.manifests(table.io):
+            names = [f.name for f in specs[manifest.partition_spec_id].fields]
+            if (
+                manifest.content != ManifestContent.DATA
+                or "workspace_id" not in names
+                or (day_field is not None and day_field not in names)
+            ):
+                return None, fallback  # row deletes, or files of another partition spec
+            at_ws = names.index("workspace_id")
+            at_day = None if day_field is None else names.index(day_field)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                partition = entry.data_file.partition
+                ws = partition[at_ws]
+                if ws in whole or (
+                    ws in days and (at_day is None or partition[at_day] in days[ws])
+                ):
+                    found.append(entry.data_file)
+        return found, fallback
+
+    return find
+
+
+def overwrite_filter(changes: TableChanges, column_type: str) -> BooleanExpression:
+    """The Iceberg row filter of exactly the partitions replaced: whole workspaces, and runs
+    of consecutive days per workspace (``column_type``: 'date' or 'timestamptz')."""
+    from pyiceberg.expressions import And, EqualTo, In, IsNull
+
+    parts: list[BooleanExpression] = []
+    if changes.whole:
+        parts.append(In(term="workspace_id", literals=sorted(changes.whole)))
+    column = changes.spec.day_column
+    for ws, days in sorted(changes.days.items()):
+        in_workspace = EqualTo(term="workspace_id", value=ws)
+        if column is None:  # a table without days: its one partition per workspace
+            parts.append(in_workspace)
+            continue
+        if None in days:
+            parts.append(And(in_workspace, IsNull(term=column)))
+        for first, last in _runs(d for d in days if d is not None):
+            parts.append(And(in_workspace, _day_range(column, first, last, column_type)))
+    return _any_of(parts)
+
+
+def record_rows(rows: Iterable[Record]) -> pa.Table:
+    """``lake_partitions`` rows (see :data:`Record`), stamped with the time of writing."""
+    import pyarrow as pa
+
+    listed = list(rows)
+    now = datetime.now(UTC)
+    columns = zip(*listed, strict=True) if listed else ([], [], [], [], [], [])
+    ws, table, scope, day, fp, uuid = (list(c) for c in columns)
+    return pa.table(
+        {
+            "workspace_id": pa.array(ws, pa.string()),
+            "table_name": pa.array(table, pa.string()),
+            "scope": pa.array(scope, pa.string()),
+            "day": pa.array(day, pa.date32()),
+            "fingerprint": pa.array(fp, pa.string()),
+            "table_uuid": pa.array(uuid, pa.string()),
+            "published_at": pa.array([now] * len(listed), pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def records_filter(ids: Sequence[str], names: Sequence[str]) -> BooleanExpression:
+    """The ``lake_partitions`` rows of the workspaces ``ids`` and the tables ``names``."""
+    from pyiceberg.expressions import And, In
+
+    return And(
+        In(term="workspace_id", literals=list(ids)), In(term="table_name", literals=list(names))
+    )
+
+
+def _runs(days: Iterable[date]) -> list[tuple[date, date]]:
+    """Consecutive days folded into (first, last) runs."""
+    runs: list[tuple[date, date]] = []
+    for day in sorted(days):
+        if runs and runs[-1][1] + timedelta(days=1) == day:
+            runs[-1] = (runs[-1][0], day)
+        else:
+            runs.append((day, day))
+    return runs
+
+
+def _day_range(column: str, first: date, last: date, column_type: str) -> BooleanExpression:
+    from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
+
+    if last == date.max:  # no day after it to bound the range by
+        return GreaterThanOrEqual(term=column, value=_bound(first, column_type))
+    end = last + timedelta(days=1)
+    return And(
+        GreaterThanOrEqual(term=column, value=_bound(first, column_type)),
+        LessThan(term=column, value=_bound(end, column_type)),
+    )
+
+
+def _bound(day: date, column_type: str) -> str:
+    """The start of ``day`` as a literal of the column's type (UTC midnight for a time)."""
+    if column_type == "date":
+        return day.isoformat()
+    offset = "+00:00" if column_type == "timestamptz" else ""
+    return f"{day.isoformat()}T00:00:00{offset}"
+
+
+def _any_of(parts: list[BooleanExpression]) -> BooleanExpression:
+    """Or of the parts as a balanced tree (a long chain would recurse as deep as it is long)."""
+    from pyiceberg.expressions import AlwaysFalse, Or
+
+    if not parts:
+        return AlwaysFalse()
+    if len(parts) == 1:
+        return parts[0]
+    middle = len(parts) // 2
+    return Or(_any_of(parts[:middle]), _any_of(parts[middle:]))
+
+
+class LakeRecords:
+    """The lake's record (``lake_partitions``) of some workspaces' rows of some tables."""
+
+    def __init__(self) -> None:
+        #: table -> workspace -> the table uuid its rows were last published against
+        self.uuids: dict[str, dict[str, str | None]] = defaultdict(dict)
+        #: table -> (workspace, day) -> fingerprint (None: pending)
+        self.days: dict[str, dict[tuple[str, Day], Fingerprint]] = defaultdict(dict)
+
+    @classmethod
+    def read(
+        cls, catalog: Catalog, namespace: str, ids: Sequence[str], names: Sequence[str]
+    ) -> LakeRecords:
+        """The records of the workspaces ``ids`` and the tables ``names`` (none when the
+        lake has no ``lake_partitions`` yet)."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        records = cls()
+        if not ids or not names:
+            return records
+        try:
+            table = catalog.load_table((namespace, PARTITIONS_TABLE))
+        except NoSuchTableError:
+            return records
+        scanned = table.scan(row_filter=records_filter(ids, names)).to_arrow().to_pylist()
+        for row in scanned:
+            name, ws = row["table_name"], row["workspace_id"]
+            if row["scope"] == "table":
+                records.uuids[name][ws] = row["table_uuid"]
+            else:
+                records.days[name][(ws, row["day"])] = row["fingerprint"]
+        return records
+
+    def forget(self, name: str) -> None:
+        """Drop the records of one table: its workspaces are replaced whole."""
+        self.uuids.pop(name, None)
+        self.days.pop(name, None)
+
+    def overwritten(self, plans: Sequence[TableChanges]) -> bool:
+        """Whether the plans replace a day the record holds a fingerprint of (a changed or
+        gone day). Only then must the record say pending first: a new day, or a workspace
+        replaced whole, is found again from the record as it is if the publish dies."""
+        return any(
+            self.days[plan.spec.name].get((ws, day)) is not None
+            for plan in plans
+            for ws, days in plan.days.items()
+            for day in days
+        )
+
+    def pending(self, plans: Sequence[TableChanges]) -> list[Record]:
+        """The records as they are, with the days about to be replaced marked pending."""
+        rows: list[Record] = []
+        for plan in plans:
+            name = plan.spec.name
+            for ws, uuid in self.uuids.get(name, {}).items():
+                rows.append((ws, name, "table", None, None, uuid))
+            for (ws, day), fp in self.days.get(name, {}).items():
+                replaced = ws in plan.whole or day in plan.days.get(ws, ())
+                rows.append((ws, name, "day", day, None if replaced else fp, None))
+        return rows
+
+    def complete(self, ids: Sequence[str], names: Sequence[str],
+                 uuids: Mapping[str, str | None]) -> bool:  # fmt: skip
+        """Whether every workspace's rows of every table are recorded against the table's
+        uuid now (so a publish with nothing to replace need not write the records)."""
+        return all(self.uuids.get(name, {}).get(ws, "?") == uuids[name]
+                   for name in names for ws in ids)  # fmt: skip
+
+    @staticmethod
+    def final(
+        plans: Sequence[TableChanges], ids: Sequence[str], uuids: Mapping[str, str | None]
+    ) -> list[Record]:
+        """The records after a publish: every table's current partitions, and each
+        workspace's rows recorded against the table's uuid."""
+        rows: list[Record] = []
+        for plan in plans:
+            name = plan.spec.name
+            rows.extend((ws, name, "table", None, None, uuids[name]) for ws in ids)
+            rows.extend((ws, name, "day", day, fp, None) for (ws, day), fp in plan.current.items())
+        return rows

@@ -1,0 +1,205 @@
+"""One Iceberg commit that replaces some partitions of a lake table, retried until it lands.
+
+Many workers publish at once without a coordinator of ours: the catalog
+accepts a commit only on top of the metadata it was made from (the SQL
+catalog's compare-and-swap of the metadata location). A commit that lost the
+race is first rebased by pyiceberg itself on the new metadata (its
+``commit.retry.*`` table properties), after checking that the other commit
+touched none of our partitions; when that is exhausted, or the other commit
+did touch them (``ValidationException``: two workers publishing one
+workspace), or a SQLite catalog is busy, the whole overwrite is made again on
+the table's fresh metadata, with a bounded, jittered backoff (decision
+D-LAKE-COMMIT). Files written for a commit that did not land are never
+referenced by a snapshot (pyiceberg removes the ones it knows of; the rest are
+orphans for Iceberg's orphan-file maintenance).
+
+The same commit expires the table's snapshots older than
+``lake.keep_snapshots_hours`` (decision D-LAKE-EXPIRY): a table committed by
+thousands of workers a night would otherwise carry every snapshot in the
+metadata file each commit rewrites. Only metadata is removed: a reader on an
+older snapshot keeps its files, which orphan-file maintenance reclaims later.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import warnings
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from convo_analytics.errors import UserError
+from convo_analytics.lake._config import LakeConfig
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table as IcebergTable
+    from pyiceberg.table import Transaction
+
+__all__ = ["FilesOf", "LakeCommitFailed", "commit_overwrite", "ensure_table", "table_uuid"]
+
+log = logging.getLogger(__name__)
+
+#: The data files a commit removes, from the table as it is now (None: cannot tell, use the
+#: filter given beside it).
+FilesOf = Callable[["IcebergTable"], tuple["list[DataFile] | None", "BooleanExpression"]]
+
+#: Attempts at one table's commit before the publish gives up (each on fresh metadata).
+MAX_ATTEMPTS = 10
+_BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 2.0
+#: Table properties: compressed files, manifests merged as appends pile up, and only the
+#: newest metadata files kept (every commit writes one).
+TABLE_PROPERTIES = {
+    "write.parquet.compression-codec": "zstd",
+    "commit.manifest-merge.enabled": "true",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+}
+
+
+class LakeCommitFailed(UserError):
+    """A table's commit lost to other writers every time it was tried."""
+
+
+def commit_overwrite(
+    catalog: Catalog,
+    config: LakeConfig,
+    name: str,
+    data: pa.Table,
+    replaced: BooleanExpression | FilesOf,
+    *,
+    day_column: str | None,
+    properties: dict[str, str],
+) -> tuple[IcebergTable, int]:
+    """Remove what ``replaced`` names and add ``data``, in one commit of the table ``name``
+    (made, partitioned by workspace and ``day_column``, when the lake lacks it); the table
+    as committed and the attempts it took.
+
+    ``replaced`` is a row filter, or a function naming the data files to remove from the
+    table as it is: whole files by their partitions, which costs a set lookup per file,
+    where pyiceberg evaluates a filter against every file's metrics (a filter of hundreds
+    of day ranges over thousands of files took seconds a commit). None from the function:
+    it cannot tell (a file under another partition spec), the filter it gives is used.
+    """
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+    from sqlalchemy.exc import OperationalError
+
+    identifier = (config.namespace, name)
+    table = ensure_table(catalog, identifier, day_column, data.schema)
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            with table.transaction() as txn, warnings.catch_warnings():
+                # "Delete operation did not match any records": a partition new to the table
+                warnings.simplefilter("ignore", UserWarning)
+                with txn.update_schema() as update:
+                    update.union_by_name(data.schema)  # a column the warehouse gained
+                missing = {k: v for k, v in TABLE_PROPERTIES.items() if k not in table.properties}
+                if missing:  # a table made by an earlier release
+                    txn.set_properties(missing)
+                _replace(txn, table, data, replaced, properties)
+                _expire(txn, config.keep_snapshots_hours)
+            return table, attempt
+        except (CommitFailedException, ValidationException, OperationalError) as exc:
+            if attempt == MAX_ATTEMPTS:
+                raise LakeCommitFailed(
+                    f"the lake's {name} kept changing under this publish: {MAX_ATTEMPTS} "
+                    "commits lost to other writers; run the publish again"
+                ) from None
+            log.info("lake: %s commit %d lost (%s); retrying", name, attempt,
+                     type(exc).__name__)  # fmt: skip
+            time.sleep(_backoff(attempt))
+            table = catalog.load_table(identifier)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _replace(
+    txn: Transaction,
+    table: IcebergTable,
+    data: pa.Table,
+    replaced: BooleanExpression | FilesOf,
+    properties: dict[str, str],
+) -> None:
+    from pyiceberg.expressions import BooleanExpression
+
+    if isinstance(replaced, BooleanExpression):
+        txn.overwrite(data, overwrite_filter=replaced, snapshot_properties=properties)
+        return
+    files, fallback = replaced(table)
+    if files is None:
+        txn.overwrite(data, overwrite_filter=fallback, snapshot_properties=properties)
+        return
+    if files:
+        with txn.update_snapshot(snapshot_properties=properties).overwrite() as removal:
+            for data_file in files:
+                removal.delete_data_file(data_file)
+    if data.num_rows:
+        txn.append(data, snapshot_properties=properties)
+
+
+def table_uuid(catalog: Catalog, config: LakeConfig, name: str) -> str | None:
+    """The lake table's uuid (a table dropped and made again has another), or None."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return str(catalog.load_table((config.namespace, name)).metadata.table_uuid)
+    except NoSuchTableError:
+        return None
+
+
+def _expire(txn: Transaction, keep_hours: int) -> None:
+    """Stage the removal of snapshots older than ``keep_hours`` (never a branch's head)."""
+    from pyiceberg.table.update.snapshot import ExpireSnapshots
+
+    metadata = txn.table_metadata
+    cutoff = (datetime.now(UTC) - timedelta(hours=keep_hours)).timestamp() * 1000
+    heads = {ref.snapshot_id for ref in metadata.refs.values()}
+    old = [s.snapshot_id for s in metadata.snapshots
+           if s.timestamp_ms < cutoff and s.snapshot_id not in heads]  # fmt: skip
+    if old:
+        ExpireSnapshots(txn).by_ids(old).commit()
+
+
+def _backoff(attempt: int) -> float:
+    """Exponential with full jitter, capped: racing workers spread out."""
+    return random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_FIRST * 2**attempt))
+
+
+def ensure_table(
+    catalog: Catalog, identifier: tuple[str, str], day_column: str | None, schema: pa.Schema
+) -> IcebergTable:
+    """The table, created with its partition spec when the lake does not have it yet
+    (two workers creating it at once: the loser loads the winner's)."""
+    from pyiceberg.catalog import Catalog as _Catalog
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import assign_fresh_schema_ids
+    from pyiceberg.transforms import DayTransform, IdentityTransform
+
+    iceberg_schema = assign_fresh_schema_ids(_Catalog._convert_schema_if_needed(schema))
+    fields = [
+        PartitionField(
+            source_id=iceberg_schema.find_field("workspace_id").field_id,
+            field_id=1000,
+            transform=IdentityTransform(),
+            name="workspace_id",
+        )
+    ]
+    if day_column is not None:
+        fields.append(
+            PartitionField(
+                source_id=iceberg_schema.find_field(day_column).field_id,
+                field_id=1001,
+                transform=DayTransform(),
+                name=f"{day_column}_day",
+            )
+        )
+    return catalog.create_table_if_not_exists(
+        identifier,
+        schema=iceberg_schema,
+        partition_spec=PartitionSpec(*fields),
+        properties=TABLE_PROPERTIES,
+    )
