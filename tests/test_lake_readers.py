@@ -1,8 +1,10 @@
-"""Readers on the lake (``read.source = "lake"``): the summary export, `convo serve` and
-every dashboard page read a local copy of the lake and show what the snapshot shows."""
+"""Readers on the lake (``read.source = "lake"``): the exports (`convo export summary` and
+`convo export guardrails`, run as a user runs them), `convo serve` and every dashboard page
+read a local copy of the lake and show what the snapshot (or the warehouse) shows."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -10,20 +12,30 @@ from typing import Any
 
 import duckdb
 import httpx
+import orjson
 import pytest
 
 from convo_analytics._serving import ServerThread
 from convo_analytics.dashboard import queries
 from convo_analytics.export import export_summary
 from convo_analytics.lake import LakeConfig, publish_lake
-from convo_analytics.publish import SnapshotUnreadable, current_snapshot, publish_snapshot
+from convo_analytics.publish import (
+    SnapshotUnreadable,
+    current_snapshot,
+    lake_snapshot,
+    publish_snapshot,
+)
 from convo_analytics.serve import create_serve_app
 from convo_analytics.warehouse import open_warehouse
 from lake_support import lake_config
 from test_dashboard import PAGES, _app
 from transform_support import populated_sandbox
+from workspace_support import convo
 
 TOKEN = "lake_serve_token_0123456789"
+#: A catalog nothing listens on (the discard port), and its password (never to be shown).
+UNREACHABLE_URI = "postgresql+psycopg2://convo@127.0.0.1:9/none"
+LAKE_PASSWORD = "lake-pw-never-shown-4f1d"
 
 
 class Published:
@@ -46,6 +58,16 @@ class Published:
         monkeypatch.setenv("CONVO_READ_SOURCE", "lake")
         monkeypatch.setenv("CONVO_LAKE_CATALOG_URI", lake.catalog_uri)
         monkeypatch.setenv("CONVO_LAKE_WAREHOUSE", lake.warehouse)
+
+    def lake_env(self, copies: Path, lake: LakeConfig | None = None) -> dict[str, str]:
+        """The environment of a `convo` process reading the lake, its copies in ``copies``."""
+        lake = lake or self.lake
+        return {
+            "CONVO_READ_SOURCE": "lake",
+            "CONVO_LAKE_CATALOG_URI": lake.catalog_uri,
+            "CONVO_LAKE_WAREHOUSE": lake.warehouse,
+            "CONVO_PUBLISH_DIR": str(copies),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -188,3 +210,112 @@ def test_a_bad_lake_setting_is_one_reason_every_reader_shows(
     monkeypatch.setenv("CONVO_READ_SOURCE", "elsewhere")
     with pytest.raises(SnapshotUnreadable, match=r"read\.source|CONVO_READ_SOURCE"):
         current_snapshot(tmp_path)
+
+
+def _exports(cwd: Path, days: tuple[date, date], **env: str) -> tuple[dict[str, Any], Path]:
+    """`convo export summary` (its JSON) and `convo export guardrails` (into cwd/out) run
+    as a user runs them; the guardrail export's folder."""
+    span = ("--from", days[0].isoformat(), "--to", days[1].isoformat())
+    out = cwd / "out"
+    summary = convo(cwd, "export", "summary", *span, "--workspace", "default", **env)
+    assert summary.returncode == 0, summary.stderr
+    log = convo(cwd, "export", "guardrails", *span, "--out-dir", str(out), **env)
+    assert log.returncode == 0, log.stderr
+    return orjson.loads(summary.stdout), out
+
+
+def test_the_exports_read_the_lake_with_the_warehouse_gone(
+    published: Published, tmp_path: Path
+) -> None:
+    """The CLI exports from the lake equal the warehouse's (the manifest's transform run
+    apart: the lake copy's run stands for the runs it was published from), though the
+    warehouse file they would have read is deleted."""
+    days = _data_range(published)
+    (by_warehouse := tmp_path / "warehouse").mkdir()
+    db = shutil.copyfile(published.db, tmp_path / "w.duckdb")
+    theirs, their_out = _exports(by_warehouse, days, CONVO_WAREHOUSE_PATH=str(db))
+    db.unlink()
+    (by_lake := tmp_path / "lake").mkdir()
+    env = published.lake_env(tmp_path / "copies")
+    ours, our_out = _exports(by_lake, days, CONVO_WAREHOUSE_PATH=str(db), **env)
+    assert not db.exists() and list((tmp_path / "copies").glob("lake-*.duckdb"))
+    assert _without_time(ours) == _without_time(theirs)
+    assert theirs["totals"]["conversations"] > 0 and theirs["workspaceId"] == "ws_acme"
+    files = sorted(p.name for p in their_out.iterdir())
+    assert sorted(p.name for p in our_out.iterdir()) == files and len(files) == 2
+    data = next(name for name in files if not name.endswith(".manifest.json"))
+    assert (our_out / data).read_bytes() == (their_out / data).read_bytes()
+    rows = [orjson.loads(line) for line in (their_out / data).read_bytes().splitlines()]
+    assert rows and {r["workspace_name"] for r in rows} == {"default"}  # named, not the id
+    manifests = [orjson.loads((out / f"{data}.manifest.json").read_bytes())
+                 for out in (our_out, their_out)]  # fmt: skip
+    run_ids = [m.pop("transformRunId") for m in manifests]
+    assert run_ids[0].startswith("lake-") and run_ids[1]
+    assert _without_time(manifests[0]) == _without_time(manifests[1])
+
+
+def test_an_unreadable_lake_is_one_line_for_the_exports(
+    published: Published, tmp_path: Path
+) -> None:
+    """No copy, an older copy (kept for the dashboard, but old figures for an export), or a
+    --db that cannot be what is read: exit 2, one line naming the lake, no password."""
+    days = ("--from", "2026-01-01", "--to", "2026-01-02")
+    unreachable = LakeConfig(UNREACHABLE_URI, published.lake.warehouse)
+    older = tmp_path / "older"
+    assert lake_snapshot(published.lake, older) is not None  # a copy made while it was up
+    for copies, extra in ((tmp_path / "none", ()), (older, ()), (older, ("--db", "w.duckdb"))):
+        env = published.lake_env(copies, unreachable)
+        for command in (("summary",), ("guardrails", "--out-dir", str(tmp_path / "out"))):
+            done = convo(tmp_path, "export", *command, *days, *extra,
+                         CONVO_LAKE_CATALOG_PASSWORD=LAKE_PASSWORD, **env)  # fmt: skip
+            assert done.returncode == 2, (command, extra, done.stderr)
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+            assert "Traceback" not in done.stderr and LAKE_PASSWORD not in done.stderr
+            says = "--db" if extra else "the lake at postgresql+psycopg2://convo:***@127.0.0.1:9"
+            assert says in lines[0] and 'read.source = "snapshot"' in lines[0], lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_lake_export_names_no_workspace_it_cannot_tell(
+    published: Published, tmp_path: Path
+) -> None:
+    """Two configured workspaces without ids and a lake of ids only: the incident log (whose
+    rows carry names) is refused with the fix; with the id configured, the rows are named."""
+    days = _data_range(published)
+    span = ("--from", days[0].isoformat(), "--to", days[1].isoformat())
+    env = published.lake_env(tmp_path / "copies")
+    tables = '[[workspaces]]\nname = "acme"\n{}\n[[workspaces]]\nname = "globex"\n'
+    config = tmp_path / "convo.toml"
+    config.write_text(tables.format(""))
+    refused = convo(tmp_path, "export", "guardrails", *span, **env)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "workspace_id" in refused.stderr and "'acme', 'globex'" in refused.stderr
+    assert "ws_acme" in refused.stderr, refused.stderr
+    config.write_text(tables.format('workspace_id = "ws_acme"'))
+    named = convo(tmp_path, "export", "guardrails", *span, "--json", **env)
+    assert named.returncode == 0, named.stderr
+    manifest = orjson.loads(named.stdout)
+    assert manifest["rowCount"] > 0
+    assert manifest["workspaces"][0] == {"name": "acme", "workspaceId": "ws_acme",
+                                         "rows": manifest["rowCount"]}  # fmt: skip
+
+
+def test_the_dashboard_says_the_lake_could_not_be_read(
+    published: Published, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An older copy of the lake shown because the lake is unreachable is not called a
+    damaged snapshot: the page says the lake could not be read, and why."""
+    copies = tmp_path / "copies"
+    made = lake_snapshot(published.lake, copies)
+    assert made is not None
+    published.read_lake(monkeypatch, LakeConfig(UNREACHABLE_URI, published.lake.warehouse))
+    at = _app(copies, monkeypatch, "overview")
+    assert not at.error, [e.value for e in at.error]
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("The lake could not be read") and made.published_at in w
+               for w in warnings), warnings  # fmt: skip
+    assert not any("damaged" in w for w in warnings + [c.value for c in at.caption])
+    assert any(t.value.startswith("Why: the lake at postgresql+psycopg2://convo@127.0.0.1:9")
+               for t in at.text), [t.value for t in at.text]  # fmt: skip
+    assert any(c.value.startswith("Lake copy made") for c in at.caption)

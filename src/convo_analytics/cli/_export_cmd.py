@@ -4,14 +4,26 @@ A workspace is named as users know it (its ``[[workspaces]]`` name) or by the
 service's id of it; the warehouse's ``workspaces`` table and the config say
 which is which (decision D-EXPORT-WORKSPACE). Exports read names and ids
 only, so they run without the service's credentials.
+
+With ``read.source = "lake"`` they read the lake instead of the warehouse:
+the same local copy of the lake's current tables the dashboard and
+`convo serve` read (``publish.lake_snapshot``, decision D-LAKE-READERS), so
+the warehouse file is not needed. The lake keeps workspace ids, not the
+warehouse's name of each (D-LAKE-CONTENT), so names come from the config
+(:func:`lake_workspaces`); an export that would have to name a workspace the
+config cannot is refused rather than written with ids for names.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated
 
+import duckdb
 import orjson
 import typer
 from rich.console import Console
@@ -42,6 +54,114 @@ export_app = typer.Typer(
 def configured_workspaces(settings: Settings) -> list[WorkspaceConfig]:
     """The ``[[workspaces]]`` names and ids (no secret read: readers need none)."""
     return load_workspaces(settings, resolve_secrets=False)
+
+
+def _lake_unreadable(reason: str) -> UserError:
+    """One line: why the lake cannot be read, and the fix (the catalog's own message names
+    the settings to check when it could not be reached)."""
+    fix = 'or read the warehouse with read.source = "snapshot"'
+    if "lake.catalog_uri" not in reason:
+        fix = "check lake.catalog_uri (CONVO_LAKE_CATALOG_URI) and lake.warehouse, " + fix
+    return UserError(f'read.source is "lake", but {reason}; {fix}')
+
+
+class _NoFallbackNotice(logging.Filter):
+    """Drops the reader's "reading the previous copy" warning: the exports refuse that copy,
+    so the notice would be a second, wrong line beside their one error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+def open_source(settings: Settings, db: Path | None) -> duckdb.DuckDBPyConnection:
+    """What the exports read, read-only: the warehouse, or with ``read.source = "lake"`` the
+    current local copy of the lake (made when the lake changed, as the dashboard's is).
+
+    The lake must be readable now: an older copy kept because the lake could not be
+    reached (the dashboard shows one, with a warning) would hand out old figures as
+    current ones, so it is a UserError naming the lake and the reason instead.
+    """
+    if settings.get_str("read.source") != "lake":
+        return open_existing(settings, read_only=True)
+    from convo_analytics.lake import LakeConfig
+    from convo_analytics.publish import SnapshotUnreadable, lake_snapshot
+
+    if db is not None:
+        raise UserError(
+            '--db names a warehouse, but read.source is "lake": the export reads the lake; '
+            'drop --db, or set read.source = "snapshot" (CONVO_READ_SOURCE) to read the file'
+        )
+    lake = LakeConfig.from_settings(settings)
+    notices = logging.getLogger(lake_snapshot.__module__)
+    quiet = _NoFallbackNotice()
+    notices.addFilter(quiet)
+    try:
+        snap = lake_snapshot(lake, settings.require_path("publish.dir"))
+    except SnapshotUnreadable as exc:
+        raise _lake_unreadable(exc.reason) from None
+    finally:
+        notices.removeFilter(quiet)
+    if snap is None:
+        raise UserError(
+            f'read.source is "lake", but the lake at {lake.display_uri} holds no tables yet: '
+            "run 'convo publish --lake' first"
+        )
+    if snap.passed_over:
+        raise _lake_unreadable(snap.passed_over)
+    return snap.connect()
+
+
+@dataclass(frozen=True, slots=True)
+class SourceWorkspaces:
+    """The configured workspaces as the source read knows them: on the lake, each with the
+    id it is held under where that can be told (see :func:`source_workspaces`)."""
+
+    configured: list[WorkspaceConfig]
+    #: Configured names whose id the lake cannot tell.
+    unnamed: list[str] = field(default_factory=list)
+    #: Ids the lake holds that no configured workspace is known to be.
+    unmapped: list[str] = field(default_factory=list)
+
+    def refuse_unnamed(self, wanted: Sequence[str] | None, *, names_rows: bool) -> None:
+        """A UserError when the export needs a name the lake cannot give: a configured
+        workspace ``wanted`` names, or (``names_rows``: its rows carry names) a workspace
+        held under an id no name is known for (``wanted`` ``None``: every workspace)."""
+        if not self.unnamed:
+            return
+        asked = [w for w in wanted or () if w in self.unnamed]
+        if names_rows and (wanted is None or any(w in self.unmapped for w in wanted)):
+            asked = self.unnamed
+        if asked:
+            raise UserError(
+                'read.source is "lake", and the lake records workspaces by id only (it '
+                f"holds {', '.join(self.unmapped)}): set workspace_id in the [[workspaces]] "
+                f"table of {', '.join(map(repr, asked))} (the service's id of it), or read the "
+                'warehouse with read.source = "snapshot"'
+            )
+
+
+def source_workspaces(
+    con: duckdb.DuckDBPyConnection, settings: Settings, configured: list[WorkspaceConfig]
+) -> SourceWorkspaces:
+    """The configured workspaces, with the ids the lake holds them under when reading it.
+
+    A warehouse records each name's id (its ``workspaces`` table) and the lake
+    does not, so on the lake a workspace is the ``workspace_id`` its
+    ``[[workspaces]]`` table sets, or, for a configuration of one workspace and
+    a lake of one, that one (as the extractor names it, decision D-WORKSPACE-ID).
+    """
+    from convo_analytics.export import warehouse_workspaces
+
+    if settings.get_str("read.source") != "lake":
+        return SourceWorkspaces(configured)
+    named = {w.workspace_id for w in configured if w.workspace_id}
+    held = [w.workspace_id for w in warehouse_workspaces(con) if w.workspace_id not in named]
+    unknown = [w.name for w in configured if not w.workspace_id]
+    if not held or not unknown:
+        return SourceWorkspaces(configured)
+    if len(configured) == 1 and len(held) == 1:
+        return SourceWorkspaces([replace(configured[0], workspace_id=held[0])])
+    return SourceWorkspaces(configured, unknown, held)
 
 
 @export_app.command("summary")
@@ -99,8 +219,11 @@ def export_summary_cmd(
     first, last = parse_day("--from", from_), parse_day("--to", to)
     zone = default_tz(settings, tz)
     configured = configured_workspaces(settings)
-    con = open_existing(settings, read_only=True)
+    con = open_source(settings, db)
     try:
+        source = source_workspaces(con, settings, configured)
+        source.refuse_unnamed([workspace] if workspace else [], names_rows=False)
+        configured = source.configured
         scope = choose_summary(con, workspace, all_workspaces, configured)
         body = workspace_summary(
             con,
@@ -187,8 +310,11 @@ def export_guardrails_cmd(
     directory = settings.require_path("export.dir")
     zone = default_tz(settings, tz)
     configured = configured_workspaces(settings)
-    con = open_existing(settings, read_only=True)
+    con = open_source(settings, db)
     try:
+        source = source_workspaces(con, settings, configured)
+        source.refuse_unnamed(workspaces, names_rows=True)
+        configured = source.configured
         chosen = None
         if workspaces:
             known = warehouse_workspaces(con, configured)

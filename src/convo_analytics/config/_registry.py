@@ -709,8 +709,9 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.STR,
         "snapshot",
         help=(
-            "What the dashboard and `convo serve` read: snapshot (the published "
-            "copy of the warehouse) or lake (the lake's current tables, copied locally)."
+            "What the dashboard, `convo serve` and the exports read: snapshot (the "
+            "published copy; the exports, the warehouse) or lake (the lake's current "
+            "tables, copied locally)."
         ),
         pattern=r"snapshot|lake",
         pattern_help="snapshot or lake",

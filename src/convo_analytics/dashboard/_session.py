@@ -44,6 +44,7 @@ from convo_analytics.dashboard._views import (
 )
 from convo_analytics.dashboard._workspaces import with_workspace, workspace_label
 from convo_analytics.publish import (
+    LAKE_PREFIX,
     UNREADABLE,
     Snapshot,
     SnapshotUnreadable,
@@ -141,7 +142,8 @@ def published_snapshot() -> Snapshot:
 
     A snapshot that cannot be read is one error on the page (the reason as
     plain text below it, never rendered as markdown); the previous good
-    snapshot, used when the newest is damaged, comes with a warning.
+    snapshot, used when the newest is damaged, or the copy of the lake made
+    before, used when the lake cannot be read, comes with a warning saying which.
     """
     snap, problem = _read()
     if problem is not None:
@@ -156,12 +158,39 @@ def published_snapshot() -> Snapshot:
         st.stop()
     assert snap is not None
     if snap.passed_over:
-        st.warning(
-            f"The newest published snapshot is damaged, so this page shows the previous one "
-            f"(published {snap.published_at}). Run `convo publish` to publish a good one."
-        )
+        st.warning(_fallback_warning(snap))
         st.text(f"Why: {snap.passed_over}")
     return snap
+
+
+def _from_lake(snap: Snapshot) -> bool:
+    """Whether the snapshot is a local copy of the lake (``read.source = "lake"``), not a
+    published snapshot (``warehouse-<id>.duckdb``)."""
+    return snap.path.name.startswith(LAKE_PREFIX)
+
+
+def _fallback_warning(snap: Snapshot) -> str:
+    """What the page says when it shows an older copy: a damaged newest snapshot and an
+    unreachable lake are different causes with different fixes."""
+    if _from_lake(snap):
+        return (
+            f"The lake could not be read, so this page shows the copy of it made at "
+            f"{snap.published_at}. Check that the lake's catalog (lake.catalog_uri) can be "
+            "reached, then reload."
+        )
+    return (
+        f"The newest published snapshot is damaged, so this page shows the previous one "
+        f"(published {snap.published_at}). Run `convo publish` to publish a good one."
+    )
+
+
+def _snapshot_caption(snap: Snapshot) -> str:
+    """The sidebar's line saying what the pages read and since when."""
+    if _from_lake(snap):
+        older = " (an older copy: the lake could not be read)" if snap.passed_over else ""
+        return f"Lake copy made {snap.published_at}{older}"
+    older = " (the previous one: the newest is damaged)" if snap.passed_over else ""
+    return f"Snapshot published {snap.published_at}{older}"
 
 
 def require_snapshot() -> Snapshot:
@@ -213,8 +242,7 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
             c for c in st.session_state.pop("_pending_channels") if c in known
         ]
     with st.sidebar:
-        older = " (the previous one: the newest is damaged)" if snap.passed_over else ""
-        st.caption(f"Snapshot published {snap.published_at}{older}")
+        st.caption(_snapshot_caption(snap))
         picked = st.date_input(
             "Date range",
             min_value=first_day - timedelta(days=366),

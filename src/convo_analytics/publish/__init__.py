@@ -1,5 +1,6 @@
 """Publishing the warehouse for readers: checked snapshots, swapped in atomically."""
 
+from convo_analytics.publish._lake_copy import LAKE_PREFIX, lake_snapshot
 from convo_analytics.publish._reader import (
     UNREADABLE,
     Snapshot,
@@ -17,6 +18,7 @@ from convo_analytics.publish._snapshot import (
 )
 
 __all__ = [
+    "LAKE_PREFIX",
     "SPACE_LIMIT_ENV",
     "UNREADABLE",
     "PublishFailed",
@@ -25,6 +27,7 @@ __all__ = [
     "connect_snapshot",
     "current_snapshot",
     "free_space",
+    "lake_snapshot",
     "publish_snapshot",
     "remove_stale_partials",
     "space_needed",
