@@ -280,14 +280,35 @@ def test_an_unreadable_lake_is_one_line_for_the_exports(
 def test_the_lake_export_names_no_workspace_it_cannot_tell(
     published: Published, tmp_path: Path
 ) -> None:
-    """Two configured workspaces without ids and a lake of ids only: the incident log (whose
-    rows carry names) is refused with the fix; with the id configured, the rows are named."""
+    """The lake names its workspaces as the warehouse did (its ``workspaces`` table). A lake
+    of ids only (published before it held that table) and two configured workspaces without
+    ids: the incident log (whose rows carry names) is refused with the fix; with the id
+    configured, the rows are named."""
     days = _data_range(published)
     span = ("--from", days[0].isoformat(), "--to", days[1].isoformat())
-    env = published.lake_env(tmp_path / "copies")
     tables = '[[workspaces]]\nname = "acme"\n{}\n[[workspaces]]\nname = "globex"\n'
     config = tmp_path / "convo.toml"
     config.write_text(tables.format(""))
+    con = duckdb.connect(str(published.db), read_only=True)
+    try:
+        [(name,)] = con.execute(
+            "SELECT name FROM workspaces WHERE workspace_id = 'ws_acme'"
+        ).fetchall()
+        by_lake = convo(tmp_path, "export", "guardrails", *span, "--json",
+                        **published.lake_env(tmp_path / "named"))  # fmt: skip
+        assert by_lake.returncode == 0, by_lake.stderr
+        assert orjson.loads(by_lake.stdout)["workspaces"][0]["name"] == name
+        published.lake.open_catalog().drop_table(("convo", "workspaces"))  # an older lake
+        _refused_then_named(published, tmp_path, config, tables, span)
+    finally:
+        publish_lake(con, published.lake)  # the lake's workspaces again
+        con.close()
+
+
+def _refused_then_named(
+    published: Published, tmp_path: Path, config: Path, tables: str, span: tuple[str, ...]
+) -> None:
+    env = published.lake_env(tmp_path / "copies")
     refused = convo(tmp_path, "export", "guardrails", *span, **env)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "workspace_id" in refused.stderr and "'acme', 'globex'" in refused.stderr

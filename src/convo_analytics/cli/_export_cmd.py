@@ -8,10 +8,11 @@ only, so they run without the service's credentials.
 With ``read.source = "lake"`` they read the lake instead of the warehouse:
 the same local copy of the lake's current tables the dashboard and
 `convo serve` read (``publish.lake_snapshot``, decision D-LAKE-READERS), so
-the warehouse file is not needed. The lake keeps workspace ids, not the
-warehouse's name of each (D-LAKE-CONTENT), so names come from the config
-(:func:`lake_workspaces`); an export that would have to name a workspace the
-config cannot is refused rather than written with ids for names.
+the warehouse file is not needed. The lake's ``workspaces`` table names the
+workspaces as the warehouses that published them did; for a lake published
+before it held that table, names come from the config
+(:func:`source_workspaces`), and an export that would have to name a
+workspace neither can is refused rather than written with ids for names.
 """
 
 from __future__ import annotations
@@ -145,18 +146,22 @@ def source_workspaces(
 ) -> SourceWorkspaces:
     """The configured workspaces, with the ids the lake holds them under when reading it.
 
-    A warehouse records each name's id (its ``workspaces`` table) and the lake
-    does not, so on the lake a workspace is the ``workspace_id`` its
-    ``[[workspaces]]`` table sets, or, for a configuration of one workspace and
-    a lake of one, that one (as the extractor names it, decision D-WORKSPACE-ID).
+    A warehouse records each name's id (its ``workspaces`` table), and so does
+    the lake since it publishes that table; for ids the lake does not name (a
+    lake published by an earlier release), a workspace is the ``workspace_id``
+    its ``[[workspaces]]`` table sets, or, for a configuration of one workspace
+    and a lake of one, that one (as the extractor names it, D-WORKSPACE-ID).
     """
     from convo_analytics.export import warehouse_workspaces
 
     if settings.get_str("read.source") != "lake":
         return SourceWorkspaces(configured)
     named = {w.workspace_id for w in configured if w.workspace_id}
+    lake_names = {w.name: w.workspace_id for w in warehouse_workspaces(con)
+                  if w.name != w.workspace_id}  # fmt: skip
+    named |= set(lake_names.values())  # the lake's `workspaces` names them
     held = [w.workspace_id for w in warehouse_workspaces(con) if w.workspace_id not in named]
-    unknown = [w.name for w in configured if not w.workspace_id]
+    unknown = [w.name for w in configured if not w.workspace_id and w.name not in lake_names]
     if not held or not unknown:
         return SourceWorkspaces(configured)
     if len(configured) == 1 and len(held) == 1:

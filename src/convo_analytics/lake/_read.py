@@ -120,6 +120,12 @@ def _load(con: duckdb.DuckDBPyConnection, spec: LakeTable, data: pa.Table) -> No
             )
         elif spec.select == "latest_transform":
             con.execute(_ONE_TRANSFORM_RUN)
+        elif spec.unique_by is not None:
+            con.execute(
+                f"INSERT INTO {spec.name} BY NAME SELECT * FROM _lake_rows QUALIFY row_number() "
+                f"OVER (PARTITION BY {spec.unique_by} ORDER BY updated_at DESC NULLS LAST, "
+                "workspace_id) = 1"
+            )
         else:
             con.execute(f"INSERT INTO {spec.name} BY NAME SELECT * FROM _lake_rows")
     finally:

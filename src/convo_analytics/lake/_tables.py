@@ -37,6 +37,9 @@ class LakeTable:
     #: daily marts use, once per workspace (mart_slices); 'latest_transform': the newest ok
     #: transform run, once per workspace (transform_runs).
     select: str = "rows"
+    #: Read back, one row per value of this column (the warehouse table's key, which
+    #: workers publishing on their own may each have used): the newest ``updated_at``'s.
+    unique_by: str | None = None
 
     def query(self, workspaces_sql: str) -> str:
         """SELECT of this table's rows for the workspaces in ``workspaces_sql`` (a relation
@@ -79,6 +82,8 @@ LAKE_TABLES: tuple[LakeTable, ...] = (
     LakeTable("lead_qualifications", "qualified_at"),
     LakeTable("conversation_lifecycle", "started_at"),
     LakeTable("escalations", "escalated_at"),
+    # the name each workspace is known by where it was read (names for readers and exports)
+    LakeTable("workspaces", None, unique_by="name"),
     # marts
     LakeTable("mart_conversations", "started_at"),
     LakeTable("mart_escalations", "escalated_at"),
