@@ -5,7 +5,10 @@ figures docs/scale-out.md sizes 100 to 10,000 workspaces from.
   each (a night is bound by each workspace's own limit) with the multiprocess executor
   (three at once) on a PostgreSQL-backed instance and a
   PostgreSQL-catalogued lake; beside it, the anchor measured in the same run: the same
-  six one after another in one process (``execute_in_process``, fresh shards and lake).
+  six one after another in one process (``execute_in_process``, fresh shards and lake),
+  and the most steps the multiprocess run had in flight at once (from its event log).
+  The setup (config, instance, jobs, run config) is the Dagster test's own
+  (tests/dagster_support.py).
 - scale-out-per-workspace: one workspace's extract at 600/min and 100/min against a
   sandbox enforcing that limit (seconds per 1,000 conversations, requests per
   conversation), its transform and lake publish (seconds), and the lake's bytes per
@@ -18,8 +21,6 @@ limit, not by the GIL); PostgreSQL is a throwaway server (tests/postgres_support
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import sys
 import tempfile
 import time
@@ -30,8 +31,16 @@ from typing import Any
 
 from _common import BenchContext, Report
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for dagster_support
+from dagster_support import (
+    ROOT,
+    definitions,
+    most_steps_at_once,
+    postgres_instance,
+    reconstructable_job,
+    run_config,
+    write_config,
+)
 
 NAMES = ("north", "south", "east", "west", "up", "down")
 
@@ -53,41 +62,19 @@ def _sandbox(conversations: int, rate_limit: str, names: tuple[str, ...]) -> Ite
         yield server
 
 
-def _config(
-    folder: Path, url: str, catalog: str, names: tuple[str, ...], rate_limit: str = "none"
-) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    blocks = []
-    for name in names:
-        (folder / f"{name}.key").write_text(_key(name))
-        blocks.append(f'[[workspaces]]\nname = "{name}"\nbase_url = "{url}"\n'
-                      f'auth = {{ type = "api_key", key_file = "{name}.key" }}\n')  # fmt: skip
-    path = folder / "convo.toml"
-    path.write_text(
-        f'[service]\nrate_limit = "{rate_limit}"\n\n'
-        f'[warehouse]\npath = "{folder}/data/w.duckdb"\n\n'
-        f'[auth]\ntoken_store = "{folder}/data/tokens.json"\n\n'
-        f'[lake]\ncatalog_uri = "{catalog}"\nwarehouse = "{folder}/lake"\n\n' + "\n".join(blocks)
-    )
-    return path
-
-
 def bench_six_workspaces(ctx: BenchContext, report: Report) -> None:
     """The six-workspace job, three processes at once, against the six one after another."""
     import dagster as dg
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
 
     from postgres_support import running_postgres
 
-    defs_file = ROOT / "pipelines" / "dagster" / "definitions.py"
     # At a rate limit, as a real night is: each workspace's extract waits on its own limit.
     # 100/min: even this small workspace waits on its limit most of its night (as a real one
     # does at any limit), rather than on the 2 cores the sandbox and the steps share here.
     conversations, limit = (20, "100/min") if ctx.quick else (40, "100/min")
     report.sizes["workspaces"] = len(NAMES)
-    report.sizes["conversations each"] = conversations
+    report.sizes["conversations each"] = f"{conversations}, over 7 days"
     report.sizes["rate limit"] = f"{limit} per workspace (server and client)"
-    repo = ReconstructableRepository.for_file(str(defs_file), "defs", working_directory=str(ROOT))
     with (
         _sandbox(conversations, limit, NAMES) as server,
         running_postgres() as pg,
@@ -96,54 +83,39 @@ def bench_six_workspaces(ctx: BenchContext, report: Report) -> None:
         seconds: dict[str, float] = {}
         for how in ("multiprocess", "in_process"):
             folder = Path(tmp) / how
-            home = folder / "dagster_home"
-            home.mkdir(parents=True)
-            shutil.copy(ROOT / "pipelines" / "dagster" / "dagster.yaml", home / "dagster.yaml")
-            for db in (f"dagster_{how}", f"lake_{how}"):
-                pg.create_database(db)
-            config = _config(folder, server.url, pg.url(database=f"lake_{how}"), NAMES, limit)
-            os.environ["DAGSTER_POSTGRES_URL"] = pg.url(database=f"dagster_{how}")
-            resources = {"convo": {"config": {"config_path": str(config)}}}
-            with dg.DagsterInstance.from_config(str(home)) as instance:
+            lake = pg.url(database=pg.create_database(f"lake_{how}"))
+            config = write_config(folder, server.url, {n: _key(n) for n in NAMES},
+                                  catalog=lake, rate_limit=limit)  # fmt: skip
+            with postgres_instance(folder / "dagster_home", pg, f"dagster_{how}") as instance:
                 started = time.perf_counter()
                 if how == "multiprocess":
-                    result = dg.execute_job(
-                        repo.get_reconstructable_job("nightly_workspaces"), instance,
-                        run_config={"execution": {"config": _execution()},
-                                    "resources": resources},
-                    )  # fmt: skip
+                    result = dg.execute_job(reconstructable_job("nightly_workspaces"), instance,
+                                            run_config=run_config(config))  # fmt: skip
                 else:
-                    result = _in_process(repo, instance, resources)
+                    result = _in_process(config, instance)
                 seconds[how] = time.perf_counter() - started
-            if not result.success:
-                raise RuntimeError(f"the {how} run failed")
+                if not result.success:
+                    raise RuntimeError(f"the {how} run failed")
+                if how == "multiprocess":
+                    at_once = most_steps_at_once(instance, result.run_id)
     report.add("six workspaces, multiprocess (3 at once)", round(seconds["multiprocess"], 1), "s")
     report.add("six workspaces, one after another (anchor)", round(seconds["in_process"], 1), "s")
     report.add("speed-up", round(seconds["in_process"] / seconds["multiprocess"], 2), "x")
+    report.add("most steps at once (multiprocess)", at_once)
 
 
-def _execution() -> dict[str, Any]:
-    from importlib.util import module_from_spec, spec_from_file_location
-
-    spec = spec_from_file_location("convo_dagster_definitions",
-                                   ROOT / "pipelines" / "dagster" / "definitions.py")  # fmt: skip
-    assert spec is not None and spec.loader is not None
-    module = module_from_spec(spec)
-    spec.loader.exec_module(module)
-    execution: dict[str, Any] = module.EXECUTION
-    return execution
-
-
-def _in_process(repo: Any, instance: Any, resources: dict[str, Any]) -> Any:
+def _in_process(config: Path, instance: Any) -> Any:
     """The same job's ops in this one process, one step after another."""
     import dagster as dg
 
-    job_def = repo.get_definition().get_job("nightly_workspaces")
+    job_def = definitions().defs.resolve_job_def("nightly_workspaces")
     in_process = dg.JobDefinition(
         graph_def=job_def.graph, resource_defs=job_def.resource_defs,
         executor_def=dg.in_process_executor, name="nightly_workspaces_in_process",
     )  # fmt: skip
-    return in_process.execute_in_process(run_config={"resources": resources}, instance=instance)
+    return in_process.execute_in_process(
+        run_config={"resources": run_config(config)["resources"]}, instance=instance
+    )
 
 
 def bench_per_workspace(ctx: BenchContext, report: Report) -> None:
@@ -172,7 +144,8 @@ def bench_per_workspace(ctx: BenchContext, report: Report) -> None:
     report.sizes["transform and publish"] = f"one workspace of {n} conversations, 7 days"
     with _sandbox(n, "none", ("acme",)) as server, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        config = _config(folder, server.url, f"sqlite:///{folder}/lake/catalog.db", ("acme",))
+        config = write_config(folder, server.url, {"acme": _key("acme")},
+                              catalog=f"sqlite:///{folder}/lake/catalog.db")  # fmt: skip
         settings = load_settings(config, {})
         timings = {}
         for step in ("extract", "transform"):
