@@ -13,7 +13,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -21,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from process_support import free_port
 
 INSTALL_HINT = (
     "the lake and Dagster tests need PostgreSQL's server from Debian's packages: "
@@ -57,12 +58,6 @@ class Postgres:
         """A new empty database on this server; its name."""
         _psql(self, f'CREATE DATABASE "{name}"')
         return name
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _as_owner(args: list[str]) -> list[str]:
@@ -105,7 +100,7 @@ def running_postgres(timeout: float = 60.0) -> Iterator[Postgres]:
                    "-E", "UTF8", "--no-sync"]),
         check=True, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
-    port = _free_port()
+    port = free_port()
     options = f"-h 127.0.0.1 -p {port} -k {folder} -c fsync=off -c max_connections=200"
     log = folder / "server.log"
     subprocess.run(

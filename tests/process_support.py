@@ -10,12 +10,13 @@ the stream ends, so that each step follows a condition the process announced.
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import threading
 import time
 from typing import IO
 
-__all__ = ["OutputWatcher"]
+__all__ = ["OutputWatcher", "free_port"]
 
 
 class OutputWatcher:
@@ -78,3 +79,10 @@ class OutputWatcher:
         self._thread.join(timeout=timeout)
         assert not self._thread.is_alive(), f"{self._name}'s output did not end"
         return self.text
+
+
+def free_port() -> int:
+    """A loopback port free now, for a child process told which port to listen on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

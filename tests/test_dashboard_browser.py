@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import pytest
 
 from convo_analytics.publish import publish_snapshot
 from convo_analytics.warehouse import open_warehouse
+from process_support import free_port
 from transform_support import populated_sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,12 +52,6 @@ def chromium() -> str:
             pytrace=False,
         )
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _start_dashboard(port: int, published: Path) -> subprocess.Popen[bytes]:
@@ -109,7 +103,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "SELECT channel, count(*) FROM mart_conversations GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1"
         ).fetchall()[0]
         con.close()
-    port = _free_port()
+    port = free_port()
     proc = _start_dashboard(port, folder / "published")
     url = f"http://127.0.0.1:{port}"
     try:
@@ -200,7 +194,7 @@ def test_stopping_the_dashboard_command_stops_its_server(tmp_path: Path) -> None
     """`convo dashboard` is the Streamlit server itself: a service manager's stop signal
     ends it, and nothing keeps answering on its port (it once ran Streamlit as a child,
     which outlived a stopped command)."""
-    port = _free_port()
+    port = free_port()
     proc = _start_dashboard(port, tmp_path / "published")
     url = f"http://127.0.0.1:{port}"
     try:

@@ -4,7 +4,10 @@ read a local copy of the lake and show what the snapshot (or the warehouse) show
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -28,6 +31,7 @@ from convo_analytics.publish import (
 from convo_analytics.serve import create_serve_app
 from convo_analytics.warehouse import open_warehouse
 from lake_support import lake_config
+from process_support import OutputWatcher, free_port
 from test_dashboard import PAGES, _app
 from transform_support import populated_sandbox
 from workspace_support import convo
@@ -144,6 +148,39 @@ def test_convo_serve_answers_from_the_lake(
         assert r.status_code == 200, r.text
         answers.append(_without_time(r.json()))
     assert answers[0] == answers[1]
+
+
+def test_convo_serve_reads_the_lake_its_config_file_names(
+    published: Published, tmp_path: Path
+) -> None:
+    """`convo --config FILE serve` with read.source = "lake" set in FILE alone (not in the
+    environment, not in ./convo.toml) answers from the lake, like the dashboard."""
+    first, last = _data_range(published)
+    config = tmp_path / "elsewhere.toml"
+    config.write_text(
+        f'[warehouse]\npath = "{tmp_path / "no-warehouse.duckdb"}"\n'
+        f'[publish]\ndir = "{tmp_path / "copies"}"\n[read]\nsource = "lake"\n'
+        f'[lake]\ncatalog_uri = "{published.lake.catalog_uri}"\n'
+        f'warehouse = "{published.lake.warehouse}"\n[serve]\nport = {free_port()}\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVO_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "convo_analytics.cli", "--config", str(config), "serve"],
+        cwd=tmp_path, env={**env, "CONVO_SERVE_TOKEN": TOKEN},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        watch = OutputWatcher(proc.stdout, "convo serve")
+        url = watch.wait_for(r"on (http://\S+) from", timeout=90).group(1)
+        r = httpx.get(url + "/v1/analytics/summary", headers={"Authorization": f"Bearer {TOKEN}"},
+                      params={"from": first.isoformat(), "to": last.isoformat(), "tz": "UTC"},
+                      timeout=90)  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.json()["totals"]["conversations"] > 0
+    assert any(p.name.startswith("lake-") for p in (tmp_path / "copies").iterdir())
 
 
 @pytest.mark.parametrize("page", PAGES)

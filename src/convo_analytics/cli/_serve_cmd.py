@@ -7,6 +7,7 @@ command (a nightly run) needs them.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -15,7 +16,7 @@ from rich.console import Console
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._errors import BehindTlsProxy, listening_socket, require_loopback
 from convo_analytics.cli._options import DbOption, default_of
-from convo_analytics.config import load_workspaces, serve_tokens
+from convo_analytics.config import CONFIG_ENV_VAR, load_workspaces, serve_tokens
 
 __all__ = ["serve"]
 
@@ -56,6 +57,8 @@ def serve(
         w.name: [t.reveal() for t in serve_tokens(w, settings.environ)] for w in configured
     }
     db_path = settings.require_path("warehouse.path")
+    if settings.config_path is not None:  # what the reader looks up itself (read.source, lake.*)
+        os.environ[CONFIG_ENV_VAR] = str(settings.config_path)
     from convo_analytics.serve import create_serve_app
 
     app = create_serve_app(
