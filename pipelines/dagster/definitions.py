@@ -116,8 +116,8 @@ def _run_step(step_name: str, settings: Settings, workspace: str, run_id: str) -
 
 def lake_publish_counts(settings: Settings, workspace: str) -> dict[str, Any]:
     """Publish the workspace's shard (its typed tables and marts) into the shared lake:
-    its partitions replaced table by table, each commit retried when another worker's
-    landed first (convo_analytics.lake)."""
+    the (workspace, day) partitions whose rows changed replaced table by table, each
+    commit retried when another worker's landed first (convo_analytics.lake)."""
     from convo_analytics.lake import LakeConfig, publish_lake
     from convo_analytics.warehouse import open_warehouse
 
@@ -126,7 +126,9 @@ def lake_publish_counts(settings: Settings, workspace: str) -> dict[str, Any]:
         result = publish_lake(con, LakeConfig.from_settings(settings), [workspace])
     finally:
         con.close()
-    return {"rows": result.rows, "tables": len(result.tables), "seconds": round(result.seconds, 3),
+    return {"rows": result.rows, "tables_committed": sum(1 for t in result.tables if t.attempts),
+            "partitions": sum(t.partitions for t in result.tables),
+            "seconds": round(result.seconds, 3),
             "commit_attempts": sum(t.attempts for t in result.tables)}  # fmt: skip
 
 
