@@ -420,8 +420,12 @@ def assert_same_marts(ours: dict[str, pl.DataFrame], theirs: dict[str, pl.DataFr
         on = expected.columns
         extra = got.join(expected, on=on, how="anti", nulls_equal=True)
         missing = expected.join(got, on=on, how="anti", nulls_equal=True)
-        raise AssertionError(
-            f"{name}: {got.height} rows vs {expected.height}; schema equal: "
-            f"{got.schema == expected.schema}\nonly in the incremental marts:\n{extra}\n"
-            f"only in the full rebuild:\n{missing}"
-        )
+        differ = [c for c in on if c in got.columns and extra.height == missing.height
+                  and not extra[c].equals(missing[c])]  # fmt: skip
+        with pl.Config(tbl_cols=-1, tbl_width_chars=400, fmt_str_lengths=60):
+            raise AssertionError(
+                f"{name}: {got.height} rows vs {expected.height}; schema equal: "
+                f"{got.schema == expected.schema}; columns that differ: {differ}\n"
+                f"only in the incremental marts:\n{extra}\n"
+                f"only in the full rebuild:\n{missing}"
+            )

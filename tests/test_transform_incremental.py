@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from convo_analytics.cli import main
@@ -79,6 +79,11 @@ def _apply(world: World, db: Path, con, operation: str, seed: int):  # type: ign
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
+@example(  # an escalation merged from a later event of another conversation moves its time
+    operations=[("new", 1808990727), ("events", 1463236161), ("new", 903819041),
+                ("events", 616027059), ("transform", 1983087016), ("events", 2057328410)],
+    chunk=400_000,
+)  # fmt: skip
 @given(
     operations=st.lists(
         st.tuples(st.sampled_from(OPERATIONS), st.integers(0, 2**31)), min_size=3, max_size=9

@@ -160,9 +160,11 @@ def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
     guardrail events swapped with its detail: the loader rewrites the row with them), a
     lead (its conversation now, and the one whose newest lead it was), a fact event (new,
     or completing a stored escalation; its conversation is the one of that id in the
-    workspace it names). Then the conversations of webhook facts whose id a changed
-    detail of their workspace lists or listed: whether such an event counts depends on
-    that detail.
+    workspace it names), and the conversations the stored row and the marts give the
+    subject a new event names (an escalation merged from events of two conversations
+    moves its time; the marts may have counted it for another). Then the conversations
+    of webhook facts whose id a changed detail of their workspace lists or listed:
+    whether such an event counts depends on that detail.
     """
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _transform_changed_leads AS
@@ -172,11 +174,24 @@ def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
     types = ", ".join(f"'{t}'" for t in FACT_EVENTS)
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _transform_new_events AS
-            SELECT event_id, {event_workspace()} AS workspace_id, conversation_id FROM events
+            SELECT event_id, {event_workspace()} AS workspace_id, conversation_id,
+                   json_extract_string(data, '$.escalationId') AS escalation_id,
+                   json_extract_string(data, '$.guardrailEventId') AS guardrail_event_id
+            FROM events
             WHERE {written_by_new_runs(con, "events", "ingest_run_id")}
               AND event_type IN ({types})"""
     )
     key = "coalesce(workspace_id, ''), coalesce(conversation_id, '')"
+    # a new event of a subject already stored (merged into its row, or arriving second) may
+    # change the facts of the conversation that row, or the marts, give it
+    new_escalations = (
+        "(SELECT workspace_id, escalation_id FROM _transform_new_events "
+        "WHERE escalation_id IS NOT NULL)"
+    )
+    new_guardrails = (
+        "(SELECT workspace_id, guardrail_event_id FROM _transform_new_events "
+        "WHERE guardrail_event_id IS NOT NULL)"
+    )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _transform_direct AS
         SELECT workspace_id, id FROM conversations
@@ -189,7 +204,15 @@ def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
         UNION SELECT {key} FROM escalations
               WHERE event_id IN (SELECT event_id FROM _transform_new_events)
         UNION SELECT {key} FROM guardrail_events
-              WHERE event_id IN (SELECT event_id FROM _transform_new_events)"""
+              WHERE event_id IN (SELECT event_id FROM _transform_new_events)
+        UNION SELECT {key} FROM escalations
+              WHERE (workspace_id, escalation_key) IN {new_escalations}
+        UNION SELECT {key} FROM mart_escalations
+              WHERE (workspace_id, escalation_id) IN {new_escalations}
+        UNION SELECT {key} FROM guardrail_events
+              WHERE (workspace_id, guardrail_event_id) IN {new_guardrails}
+        UNION SELECT {key} FROM mart_guardrail_incidents
+              WHERE (workspace_id, incident_id) IN {new_guardrails}"""
     )
     direct = "(SELECT workspace_id, id FROM _transform_direct)"
     con.execute(

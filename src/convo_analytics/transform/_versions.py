@@ -56,6 +56,9 @@ DEFINITIONS: dict[str, int] = {
     "conversation footprints (spans and message digests)": 2,
     "a conversation is its workspace and its id in every join (D-WORKSPACE-ID)": 3,
     "a webhook subject is its workspace and its id; an event naming none is default's": 4,
+    # not a definition: incremental runs before it could keep a stale escalation; a rebuild
+    # puts right the marts they left
+    "a new event of a stored subject changes the conversations it was counted for": 5,
 }
 
 #: The version the marts of this release follow.
