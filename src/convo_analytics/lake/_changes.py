@@ -78,6 +78,8 @@ class TableChanges:
     whole: list[str] = field(default_factory=list)
     #: Days whose rows differ (added, changed or gone), per workspace not replaced whole.
     days: dict[str, set[Day]] = field(default_factory=dict)
+    #: The lake table's uuid when compared (None: the lake had no such table).
+    table_uuid: str | None = None
 
     @property
     def partitions(self) -> int:
@@ -139,7 +141,7 @@ def changes_of(
     workspaces, ``recorded_uuid`` the table uuid each workspace's rows were last
     published against, ``table_uuid`` the lake table's now (None: no such table).
     """
-    changes = TableChanges(spec, current)
+    changes = TableChanges(spec, current, table_uuid=table_uuid)
     recorded_days: dict[str, dict[Day, Fingerprint]] = defaultdict(dict)
     for (ws, day), fp in recorded.items():
         recorded_days[ws][day] = fp

@@ -200,6 +200,8 @@ def _publish_table(
     changed); the report and the table's uuid afterwards."""
     started = time.perf_counter()
     name = plan.spec.name
+    if plan.empty and plan.table_uuid is not None:  # nothing to write, the table is there
+        return TablePublish(name, 0, 0, 0, None, 0, 0.0), plan.table_uuid
     arrow = read_changed(con, plan)
     data = arrow.cast(plain_schema(arrow.schema))
     if plan.empty:  # the table is made all the same: every engine finds every lake table
