@@ -157,7 +157,9 @@ def test_two_workers_committing_the_same_tables_at_once_both_land(
     uri = postgres.url(database=postgres.create_database(f"lake_{uuid.uuid4().hex[:8]}"))
     files = f"file://{tmp_path / 'files'}"
     config = LakeConfig(uri, files)
-    _publish(dbs["ws_x"], config, ["ws_x"])  # the tables exist: the race is on commits
+    seed = Warehouse(tmp_path / "ws_z.duckdb", ["ws_z"], seed=12)
+    seed.grow()
+    _publish(seed.path, config)  # the tables exist: the race is on commits
     context = multiprocessing.get_context("spawn")
     barrier, out = context.Barrier(2), context.Queue()
     workers = [
@@ -172,8 +174,54 @@ def test_two_workers_committing_the_same_tables_at_once_both_land(
         assert p.exitcode == 0
     for ws, db in dbs.items():
         assert_lake_equals(config, db, [ws])
+    for result in results:  # each worker committed every table it has rows of
+        assert all(t["attempts"] >= 1 for t in result["tables"] if t["rows"]), result
+        assert sum(1 for t in result["tables"] if t["attempts"]) >= len(LAKE_TABLES) // 2
+    assert_lake_equals(config, seed.path, ["ws_z"])
     attempts = sum(t["attempts"] for r in results for t in r["tables"])
     print(f"commits: {attempts} attempts for {2 * len(LAKE_TABLES)} table commits")
+
+
+def _opener(uri: str, files: str, barrier: Any, out: Any) -> None:
+    barrier.wait(timeout=120)
+    catalog = LakeConfig(uri, files).open_catalog()
+    out.put([".".join(ns) for ns in catalog.list_namespaces()])
+
+
+def test_workers_setting_up_a_new_catalog_at_once_all_open_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers started together on an empty catalog database race to make its tables and
+    namespace; the losers' inserts fail on the winner's rows, and they open it all the same."""
+    uri, files = f"sqlite:///{tmp_path / 'catalog.db'}", f"file://{tmp_path / 'files'}"
+    context = multiprocessing.get_context("spawn")
+    barrier, out = context.Barrier(4), context.Queue()
+    workers = [context.Process(target=_opener, args=(uri, files, barrier, out)) for _ in range(4)]
+    for p in workers:
+        p.start()
+    opened = [out.get(timeout=90) for _ in workers]
+    for p in workers:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert opened == [["convo"]] * 4
+
+    # the race made certain: the namespace appears between the check and the insert
+    from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy.exc import IntegrityError
+
+    made = SqlCatalog.create_namespace_if_not_exists
+    lost = []
+
+    def lose_once(self: Any, namespace: Any, properties: Any = None) -> None:
+        if not lost:
+            lost.append(namespace)
+            made(self, namespace)  # the other worker's insert
+            raise IntegrityError("INSERT", {}, Exception("UNIQUE constraint failed"))
+        made(self, namespace)
+
+    monkeypatch.setattr(SqlCatalog, "create_namespace_if_not_exists", lose_once)
+    fresh = LakeConfig(f"sqlite:///{tmp_path / 'fresh.db'}", files, "fresh")
+    assert fresh.open_catalog().list_namespaces() == [("fresh",)] and lost == ["fresh"]
 
 
 def test_a_commit_made_on_stale_metadata_is_rebased_not_lost(

@@ -10,6 +10,7 @@ is opened, so every message and ``repr`` shows the URL without it.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +27,8 @@ __all__ = ["LakeConfig", "LakeUnavailable"]
 
 #: The catalog's name inside its database (pyiceberg's SQL catalog keys rows by it).
 CATALOG_NAME = "convo"
+#: Opening a new catalog: workers making its tables or namespace at once collide this often.
+_OPEN_ATTEMPTS = 5
 _URL_FIX = (
     "set lake.catalog_uri (CONVO_LAKE_CATALOG_URI) to sqlite:///PATH or "
     "postgresql+psycopg2://USER@HOST:PORT/DATABASE"
@@ -82,14 +85,32 @@ class LakeConfig:
 
         Raises LakeUnavailable with one line naming the setting and the fix.
         """
-        from pyiceberg.catalog import load_catalog
-        from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
-
         parsed = _parse(self.catalog_uri)
         if parsed.get_backend_name() == "sqlite" and parsed.database:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         if self.warehouse.startswith("file://"):
             Path(self.warehouse.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, _OPEN_ATTEMPTS + 1):
+            try:
+                return self._open()
+            except _SetupRace as race:
+                # another worker made the catalog's tables or the namespace at the same moment:
+                # they are there now, so opening again finds them
+                exc = race.__cause__ or race
+                if attempt == _OPEN_ATTEMPTS:
+                    raise LakeUnavailable(
+                        f"the lake's catalog at {self.display_uri} could not be set up: "
+                        f"{self._scrub(exc)}; run it again"
+                    ) from None
+                time.sleep(0.05 * attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _open(self) -> SqlCatalog:
+        """One try at opening the catalog; _SetupRace when another worker was setting up the
+        same new catalog at that moment."""
+        from pyiceberg.catalog import load_catalog
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+
         try:
             catalog = load_catalog(
                 CATALOG_NAME,
@@ -105,6 +126,8 @@ class LakeConfig:
                 f"({self._scrub(exc)}); {_URL_FIX}"
             ) from None
         except SQLAlchemyError as exc:
+            if _racing(exc):
+                raise _SetupRace() from exc
             raise LakeUnavailable(
                 f"the lake's catalog at {self.display_uri} cannot be reached: "
                 f"{self._scrub(exc)}; check lake.catalog_uri (CONVO_LAKE_CATALOG_URI), "
@@ -113,6 +136,8 @@ class LakeConfig:
         try:
             catalog.create_namespace_if_not_exists(self.namespace)
         except SQLAlchemyError as exc:
+            if _racing(exc):
+                raise _SetupRace() from exc
             raise LakeUnavailable(
                 f"the lake's catalog at {self.display_uri} refused the namespace "
                 f"{self.namespace!r}: {self._scrub(exc)}"
@@ -124,6 +149,19 @@ class LakeConfig:
         text = " ".join(str(exc).split("\n")[0].split())[:300]
         password = _parse(self.catalog_uri).password
         return text.replace(str(password), "***") if password else text
+
+
+class _SetupRace(Exception):
+    """Another worker set up the same new catalog (its tables, the namespace) at once."""
+
+
+def _racing(exc: BaseException) -> bool:
+    """Whether a database error is that race: a row or table the other worker made first
+    (IntegrityError; SQLite's and PostgreSQL's "already exists"), or SQLite busy with it."""
+    from sqlalchemy.exc import IntegrityError
+
+    text = str(exc).lower()
+    return isinstance(exc, IntegrityError) or "already exists" in text or "locked" in text
 
 
 def redact_url(uri: str) -> str:
