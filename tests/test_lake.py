@@ -160,18 +160,7 @@ def test_two_workers_committing_the_same_tables_at_once_both_land(
     seed = Warehouse(tmp_path / "ws_z.duckdb", ["ws_z"], seed=12)
     seed.grow()
     _publish(seed.path, config)  # the tables exist: the race is on commits
-    context = multiprocessing.get_context("spawn")
-    barrier, out = context.Barrier(2), context.Queue()
-    workers = [
-        context.Process(target=_worker, args=(str(db), uri, files, barrier, out))
-        for db in dbs.values()
-    ]
-    for p in workers:
-        p.start()
-    results = [out.get(timeout=300) for _ in workers]
-    for p in workers:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    results = _at_once(_worker, [(str(db), uri, files) for db in dbs.values()], timeout=300)
     for ws, db in dbs.items():
         assert_lake_equals(config, db, [ws])
     for result in results:  # each worker committed every table it has rows of
@@ -180,6 +169,22 @@ def test_two_workers_committing_the_same_tables_at_once_both_land(
     assert_lake_equals(config, seed.path, ["ws_z"])
     attempts = sum(t["attempts"] for r in results for t in r["tables"])
     print(f"commits: {attempts} attempts for {2 * len(LAKE_TABLES)} table commits")
+
+
+def _at_once(target: Any, args: list[tuple[Any, ...]], timeout: float) -> list[Any]:
+    """Run ``target(*a, barrier, out)`` for each ``a`` in its own process, released together
+    by a barrier; what each put on ``out``."""
+    context = multiprocessing.get_context("spawn")
+    barrier, out = context.Barrier(len(args)), context.Queue()
+    workers = [context.Process(target=target, args=(*a, barrier, out)) for a in args]
+    for p in workers:
+        p.start()
+    try:
+        return [out.get(timeout=timeout) for _ in workers]
+    finally:
+        for p in workers:
+            p.join(timeout=60)
+            assert p.exitcode == 0
 
 
 def _opener(uri: str, files: str, barrier: Any, out: Any) -> None:
@@ -194,15 +199,7 @@ def test_workers_setting_up_a_new_catalog_at_once_all_open_it(
     """Workers started together on an empty catalog database race to make its tables and
     namespace; the losers' inserts fail on the winner's rows, and they open it all the same."""
     uri, files = f"sqlite:///{tmp_path / 'catalog.db'}", f"file://{tmp_path / 'files'}"
-    context = multiprocessing.get_context("spawn")
-    barrier, out = context.Barrier(4), context.Queue()
-    workers = [context.Process(target=_opener, args=(uri, files, barrier, out)) for _ in range(4)]
-    for p in workers:
-        p.start()
-    opened = [out.get(timeout=90) for _ in workers]
-    for p in workers:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    opened = _at_once(_opener, [(uri, files)] * 4, timeout=90)
     assert opened == [["convo"]] * 4
 
     # the race made certain: the namespace appears between the check and the insert
