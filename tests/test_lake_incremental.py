@@ -231,20 +231,18 @@ def test_the_row_filter_used_for_files_it_cannot_place_replaces_the_same(
     """Files the publish cannot place by partition (another spec, row deletes) are replaced
     through the row filter of the same partitions: same rows, and the others untouched."""
     from convo_analytics.lake import _publish as publish_module
+    from convo_analytics.lake._changes import overwrite_filter
 
     warehouse = Warehouse(tmp_path / "w.duckdb", ["ws_a", "ws_b"])
     warehouse.grow(batches=2)
     config = lake_config(tmp_path / "lake")
     _publish(warehouse.path, config)
-    placed = publish_module.files_to_replace
     used = []
 
     def unplaceable(changes: Any, column_type: str) -> Any:
-        find = placed(changes, column_type)
-
         def fallback(table: Any) -> Any:
             used.append(changes.spec.name)
-            return None, find(table)[1]
+            return overwrite_filter(changes, column_type)
 
         return fallback
 

@@ -157,10 +157,10 @@ def source_workspaces(
     if settings.get_str("read.source") != "lake":
         return SourceWorkspaces(configured)
     named = {w.workspace_id for w in configured if w.workspace_id}
-    lake_names = {w.name: w.workspace_id for w in warehouse_workspaces(con)
-                  if w.name != w.workspace_id}  # fmt: skip
+    in_lake = warehouse_workspaces(con)
+    lake_names = {w.name: w.workspace_id for w in in_lake if w.name != w.workspace_id}
     named |= set(lake_names.values())  # the lake's `workspaces` names them
-    held = [w.workspace_id for w in warehouse_workspaces(con) if w.workspace_id not in named]
+    held = [w.workspace_id for w in in_lake if w.workspace_id not in named]
     unknown = [w.name for w in configured if not w.workspace_id and w.name not in lake_names]
     if not held or not unknown:
         return SourceWorkspaces(configured)

@@ -185,7 +185,7 @@ def read_changed(con: duckdb.DuckDBPyConnection, changes: TableChanges) -> pa.Ta
 
 def files_to_replace(
     changes: TableChanges, column_type: str
-) -> Callable[[IcebergTable], tuple[list[DataFile] | None, BooleanExpression]]:
+) -> Callable[[IcebergTable], list[DataFile] | BooleanExpression]:
     """The data files holding the partitions replaced, found by the partition values in the
     table's manifests (see ``commit_overwrite``), with the row filter of the same
     partitions for a table whose files it cannot place."""
@@ -194,13 +194,12 @@ def files_to_replace(
             for ws, ds in changes.days.items()}  # fmt: skip
     day_field = None if changes.spec.day_column is None else f"{changes.spec.day_column}_day"
 
-    def find(table: IcebergTable) -> tuple[list[DataFile] | None, BooleanExpression]:
+    def find(table: IcebergTable) -> list[DataFile] | BooleanExpression:
         from pyiceberg.manifest import ManifestContent
 
-        fallback = overwrite_filter(changes, column_type)
         snapshot = table.current_snapshot()
         if snapshot is None:
-            return [], fallback
+            return []
         specs = table.specs()
         found = []
         for manifest in snapshot.manifests(table.io):
@@ -210,7 +209,8 @@ def files_to_replace(
                 or "workspace_id" not in names
                 or (day_field is not None and day_field not in names)
             ):
-                return None, fallback  # row deletes, or files of another partition spec
+                # row deletes, or files of another partition spec
+                return overwrite_filter(changes, column_type)
             at_ws = names.index("workspace_id")
             at_day = None if day_field is None else names.index(day_field)
             for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
@@ -220,7 +220,7 @@ def files_to_replace(
                     ws in days and (at_day is None or partition[at_day] in days[ws])
                 ):
                     found.append(entry.data_file)
-        return found, fallback
+        return found
 
     return find
 

@@ -45,9 +45,9 @@ __all__ = ["FilesOf", "LakeCommitFailed", "commit_overwrite", "ensure_table", "t
 
 log = logging.getLogger(__name__)
 
-#: The data files a commit removes, from the table as it is now (None: cannot tell, use the
-#: filter given beside it).
-FilesOf = Callable[["IcebergTable"], tuple["list[DataFile] | None", "BooleanExpression"]]
+#: The data files a commit removes, from the table as it is now; or, where it cannot tell,
+#: the row filter to remove instead.
+FilesOf = Callable[["IcebergTable"], "list[DataFile] | BooleanExpression"]
 
 #: Attempts at one table's commit before the publish gives up (each on fresh metadata).
 MAX_ATTEMPTS = 10
@@ -83,8 +83,8 @@ def commit_overwrite(
     ``replaced`` is a row filter, or a function naming the data files to remove from the
     table as it is: whole files by their partitions, which costs a set lookup per file,
     where pyiceberg evaluates a filter against every file's metrics (a filter of hundreds
-    of day ranges over thousands of files took seconds a commit). None from the function:
-    it cannot tell (a file under another partition spec), the filter it gives is used.
+    of day ranges over thousands of files took seconds a commit). Where the function
+    cannot tell (a file under another partition spec), it gives the row filter instead.
     """
     from pyiceberg.exceptions import CommitFailedException, ValidationException
     from sqlalchemy.exc import OperationalError
@@ -129,9 +129,9 @@ def _replace(
     if isinstance(replaced, BooleanExpression):
         txn.overwrite(data, overwrite_filter=replaced, snapshot_properties=properties)
         return
-    files, fallback = replaced(table)
-    if files is None:
-        txn.overwrite(data, overwrite_filter=fallback, snapshot_properties=properties)
+    files = replaced(table)
+    if isinstance(files, BooleanExpression):
+        txn.overwrite(data, overwrite_filter=files, snapshot_properties=properties)
         return
     if files:
         with txn.update_snapshot(snapshot_properties=properties).overwrite() as removal:
