@@ -10,7 +10,6 @@ duplicates, and readers see only what ``publish`` copies.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -58,14 +57,14 @@ def check_extract(settings: Settings) -> None:
 def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
     """Verify, deduplicate and load what is new in the received webhook archives (and any
     configured others); fails when most lines fail the signature check (a wrong secret)."""
-    from convo_analytics.cli._webhooks_cmd import (
+    from convo_analytics.config import load_workspaces
+    from convo_analytics.webhooks import (
         archive_files,
+        archive_workspace,
+        ingest,
         ingest_batches,
         ingest_options,
-        secret_origin,
     )
-    from convo_analytics.config import load_workspaces
-    from convo_analytics.webhooks import ingest
 
     settings = ctx.settings
     secret = settings.get_secret("webhooks.secret")
@@ -78,14 +77,17 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
     roots += [Path(p) for p in settings.get_list("run.ingest_paths")]
     files = archive_files(roots) if roots else []
     if secret is None:  # only the configured workspaces' own archives can be verified
-        names = {w.name for w in configured}  # (one without secrets says so)
-        files = [f for f in files if _workspace_folder(f) in names]
+        # (a configured one without secrets says so)
+        files = [f for f in files if archive_workspace(settings, f) is not None]
     if not files:
         return {"files": 0}
     results = []
-    for name, keys, batch in ingest_batches(settings, files, None, None):
-        hint = f"workspace {name}'s webhook secrets" if name else secret_origin(settings, None)
-        result = ingest(batch, keys, ctx.db_path, ingest_options(settings), secret_hint=hint)
+    for batch in ingest_batches(settings, files, None, None):
+        keys = batch.keys
+        result = ingest(
+            batch.files, keys.secrets, ctx.db_path, ingest_options(settings),
+            secret_hint=keys.hint, endpoint=keys.endpoint,
+        )  # fmt: skip
         if result.alarm is not None:
             raise StepFailed(result.alarm)
         results.append(result)
@@ -100,13 +102,6 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
         "quarantined": sum(result.quarantined.values()),
         "quarantine_open": _open_quarantine(ctx.db_path),
     }
-
-
-def _workspace_folder(path: Path) -> str | None:
-    """The workspace whose archive folder (``.../workspaces/NAME/...``) holds ``path``."""
-    parts = path.parts
-    found = [b for a, b in itertools.pairwise(parts) if a == "workspaces"]
-    return found[-1] if found else None
 
 
 def _open_quarantine(db_path: Path) -> int:

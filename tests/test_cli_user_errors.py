@@ -16,9 +16,10 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +37,8 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     #: Environment variables removed for this row (e.g. the API key, to test its absence).
     unset: tuple[str, ...] = ()
+    #: Prepares the row's folder (a config, a warehouse); what it makes may stay.
+    setup: Callable[[Path], None] | None = None
 
     @property
     def id(self) -> str:
@@ -44,6 +47,56 @@ class Case:
 
 
 BUSY = "{busy}"  # replaced by a port a socket of this module listens on
+#: Two workspaces with their own webhook secrets (the config a row's setup writes).
+TWO_WORKSPACES = {"CONVO_CONFIG": "two.toml", "ACME_HOOKS": "whsec_acme_USER_ERROR_01",
+                  "GLOBEX_HOOKS": "whsec_globex_USER_ERROR_2"}  # fmt: skip
+
+
+def _two_workspaces(folder: Path, acme_id: str | None = None) -> None:
+    acme = f'workspace_id = "{acme_id}"\n' if acme_id else ""
+    (folder / "two.toml").write_text(
+        '[[workspaces]]\nname = "acme"\n' + acme + 'webhook_secrets_env = "ACME_HOOKS"\n'
+        '[[workspaces]]\nname = "globex"\nwebhook_secrets_env = "GLOBEX_HOOKS"\n'
+    )
+
+
+def _flat_quarantine(folder: Path) -> None:
+    """A warehouse with a flat endpoint's line in the quarantine (a wrong secret)."""
+    from convo_analytics.webhooks import ingest
+    from webhook_support import delivery, event
+
+    archive = folder / "flat.jsonl"
+    archive.write_bytes(delivery(event(1), secret=b"whsec_someone_else_000"))
+    ingest([archive], [HOOK_SECRET.encode()], folder / "flat.duckdb")
+
+
+def _torn_bindings(folder: Path) -> None:
+    """The receiver's workspace bindings, torn by hand."""
+    _two_workspaces(folder)
+    bindings = folder / "data" / "webhooks" / "workspaces" / ".workspace-ids"
+    bindings.parent.mkdir(parents=True)
+    bindings.write_text('{"acme": ')
+
+
+def _rebound_workspace(folder: Path) -> None:
+    """acme bound to ws_acme in the warehouse, then configured with globex's id."""
+    import duckdb
+
+    from convo_analytics.warehouse import open_warehouse
+
+    _two_workspaces(folder, acme_id="ws_globex")
+    open_warehouse(folder / "bound.duckdb").close()
+    con = duckdb.connect(str(folder / "bound.duckdb"))
+    con.execute("INSERT INTO workspaces (name, workspace_id, id_origin) VALUES "
+                "('acme', 'ws_acme', 'learned'), ('globex', 'ws_globex', 'learned')")  # fmt: skip
+    con.close()
+    from webhook_support import delivery, event
+
+    acme = folder / "data" / "webhooks" / "workspaces" / "acme"
+    acme.mkdir(parents=True)
+    (acme / "d.jsonl").write_bytes(delivery(event(1), secret=b"whsec_acme_USER_ERROR_01"))
+
+
 CASES = [
     Case(("config", "show"), "CONVO_SERVICE_TIMEOUT_SECONDS",
          {"CONVO_SERVICE_TIMEOUT_SECONDS": "soon"}),
@@ -88,8 +141,15 @@ CASES = [
     Case(("webhooks", "ingest", "."), "CONVO_WEBHOOK_SECRET", unset=("CONVO_WEBHOOK_SECRET",)),
     Case(("webhooks", "quarantine", "list", "--db", NO_DB), "does not exist"),
     Case(("webhooks", "quarantine", "purge", "--before", "yesterday"), "YYYY-MM-DD"),
-    Case(("webhooks", "quarantine", "replay", "--db", NO_DB), "CONVO_WEBHOOK_SECRET",
+    Case(("webhooks", "quarantine", "replay", "--db", NO_DB), "does not exist",
          unset=("CONVO_WEBHOOK_SECRET",)),
+    Case(("webhooks", "quarantine", "replay", "--db", "flat.duckdb"), "CONVO_WEBHOOK_SECRET",
+         unset=("CONVO_WEBHOOK_SECRET",), setup=_flat_quarantine),
+    Case(("webhooks", "quarantine", "replay", "--workspace", "nope"), "no workspace named 'nope'"),
+    Case(("webhooks", "serve", "--port", "0"), ".workspace-ids", TWO_WORKSPACES,
+         setup=_torn_bindings),
+    Case(("webhooks", "ingest", "data/webhooks", "--db", "bound.duckdb"), "never reassigned",
+         TWO_WORKSPACES, setup=_rebound_workspace),
     Case(("auth", "login", "--workspace", "nope"), "no workspace named 'nope'"),
     Case(("auth", "logout"), "--workspace"),
     Case(("auth", "status"), "gone.toml", {"CONVO_CONFIG": "gone.toml"}),
@@ -114,6 +174,9 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Out
 
         def one(case: Case) -> tuple[str, Outcome]:
             folder = tmp_path_factory.mktemp("user-error")
+            if case.setup is not None:
+                case.setup(folder)
+            before = {str(p.relative_to(folder)) for p in folder.rglob("*")}
             env = {k: v for k, v in os.environ.items() if not k.startswith("CONVO_")}
             env.update({"CONVO_API_KEY": SECRET, "CONVO_WEBHOOK_SECRET": HOOK_SECRET,
                         "COLUMNS": "80", **case.env})  # fmt: skip
@@ -124,7 +187,10 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Out
                 [sys.executable, "-m", "convo_analytics.cli", *args],
                 cwd=folder, env=env, capture_output=True, text=True, timeout=120,
             )  # fmt: skip
-            left = sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+            left = sorted(
+                str(p.relative_to(folder)) for p in folder.rglob("*")
+                if str(p.relative_to(folder)) not in before
+            )  # fmt: skip
             return case.id, Outcome(done.returncode, done.stdout, done.stderr, left)
 
         with ThreadPoolExecutor(max_workers=4) as pool:

@@ -69,7 +69,7 @@ def test_tables_gain_or_lose_their_key_index_as_the_spec_says(tmp_path: Path) ->
     con = duckdb.connect(str(db))
     con.execute("DROP TABLE events")
     con.execute(replace(EVENTS, indexed=True).ddl())
-    con.execute("INSERT INTO events (event_id, payload) VALUES ('e1', '{}')")
+    con.execute("INSERT INTO events (event_id, workspace_id, payload) VALUES ('e1', 'w', '{}')")
     con.execute("DROP TABLE escalations")
     con.execute(replace(ESCALATIONS, indexed=False).ddl())
     con.execute("INSERT INTO escalations (workspace_id, escalation_key) VALUES ('ws', 'x1')")
@@ -101,7 +101,7 @@ def test_a_file_in_an_older_storage_format_opens_without_the_columns_compression
     con = duckdb.connect(str(db))
     try:
         assert not compression_supported(con)
-        con.execute("INSERT INTO events (event_id, payload) VALUES ('e1', '{}')")
+        con.execute("INSERT INTO events (event_id, workspace_id, payload) VALUES ('e1', 'w', '{}')")
     finally:
         con.close()
     fresh = duckdb.connect(str(tmp_path / "new.duckdb"))

@@ -521,8 +521,7 @@ def test_the_sandbox_delivers_through_an_outage(
     assert quarantined(tmp_path / "webhooks") == []
 
     # The archive ingests with counts that match the delivery log exactly.
-    from convo_analytics.cli._webhooks_cmd import archive_files
-    from convo_analytics.webhooks import ingest
+    from convo_analytics.webhooks import archive_files, ingest
 
     files = archive_files([tmp_path / "webhooks"])
     counts = ingest(files, [SECRET.encode()], tmp_path / "w.duckdb").to_json()

@@ -36,7 +36,8 @@ def test_each_workspace_endpoint_verifies_with_its_own_secrets(tmp_path: Path) -
     with ServerThread(create_receiver_app(settings)) as server:
         ok = _post(f"{server.url}/webhooks/acme", signed_body(event(1), ACME))
         wrong = _post(f"{server.url}/webhooks/acme", signed_body(event(2), GLOBEX))
-        other = _post(f"{server.url}/webhooks/globex", signed_body(event(3), GLOBEX))
+        globex_event = dict(event(3), workspaceId="ws_globex")
+        other = _post(f"{server.url}/webhooks/globex", signed_body(globex_event, GLOBEX))
         claimed = dict(event(4), workspaceId="ws_globex")
         mismatch = _post(f"{server.url}/webhooks/acme", signed_body(claimed, ACME))
         unknown = _post(f"{server.url}/webhooks/initech", signed_body(event(5), ACME))
@@ -62,9 +63,10 @@ def test_ingest_verifies_each_workspace_archive_with_its_secrets(tmp_path: Path)
     for name, secret, offset in (("acme", ACME, 0), ("globex", GLOBEX, 100)):
         folder = archive / "workspaces" / name
         folder.mkdir(parents=True)
-        lines = [delivery(event(offset + n), secret=secret) for n in range(3)]
+        own = {"workspaceId": f"ws_{name}"}
+        lines = [delivery(dict(event(offset + n), **own), secret=secret) for n in range(3)]
         if name == "acme":  # one line signed with the other workspace's secret
-            lines.append(delivery(event(offset + 9), secret=GLOBEX))
+            lines.append(delivery(dict(event(offset + 9), **own), secret=GLOBEX))
         (folder / "webhooks-2026-10-21.jsonl").write_bytes(b"".join(lines))
     (tmp_path / "convo.toml").write_text(f"""
 [webhooks]

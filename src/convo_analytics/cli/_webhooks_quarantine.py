@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from datetime import date
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
@@ -17,16 +17,11 @@ from rich.table import Table
 
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._lock import warehouse_writer
-from convo_analytics.cli._webhooks_cmd import (
-    DbFlag,
-    JsonFlag,
-    SecretFlag,
-    ingest_options,
-    print_alarm,
-    secret_origin,
-    webhook_secrets,
-)
+from convo_analytics.cli._webhooks_cmd import DbFlag, JsonFlag, SecretFlag, print_alarm
 from convo_analytics.errors import UserError
+
+if TYPE_CHECKING:
+    from convo_analytics.webhooks import EndpointKeys
 
 __all__ = ["quarantine_app"]
 
@@ -93,24 +88,65 @@ def replay_command(
         str | None,
         typer.Option("--file", metavar="PATH", help="Only rows of this archive file (its path)."),
     ] = None,
+    workspace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            metavar="NAME",
+            help="Only rows received for this [[workspaces]] workspace (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Verify and load the open quarantined lines again (e.g. after adding a rotated secret).
 
-    Each line ends loaded, duplicate or still quarantined, exactly once; a row whose
-    line loads is closed (resolved_at, resolution) and no longer counts as open.
+    Each line is verified with the secrets of the endpoint it came to: a
+    workspace's archive folder with that workspace's secrets from [[workspaces]],
+    any other file with CONVO_WEBHOOK_SECRET (or --secret). Each line ends loaded,
+    duplicate or still quarantined, exactly once; a row whose line loads is closed
+    (resolved_at, resolution) and no longer counts as open.
     Exit status 75 when another writer holds the warehouse.
     """
     settings = settings_from_context(ctx, {"warehouse.path": db})
-    keys = webhook_secrets(settings, secret)
     from pathlib import Path
 
-    from convo_analytics.webhooks import replay
+    from convo_analytics.config import load_workspaces, select_workspaces
+    from convo_analytics.webhooks import (
+        archive_workspace,
+        check_replay,
+        endpoint_keys,
+        flat_keys,
+        ingest_options,
+        replay,
+    )
+
+    configured = [w for w in load_workspaces(settings) if not w.implicit]
+    only = [w.name for w in select_workspaces(configured, workspace)] if workspace else None
+    names = {w.name for w in configured}
+    flat = flat_keys(settings, secret)
+
+    def keys_for(name: str | None) -> EndpointKeys | None:
+        if name is None:
+            return flat
+        if name not in names:  # a workspace no longer configured: its secrets are gone
+            return None
+        found = next(w for w in configured if w.name == name)
+        return endpoint_keys(settings, name) if found.webhook_secrets else None
 
     source = str(Path(file).resolve()) if file else None
+    db_path = settings.require_path("warehouse.path")
+
+    def workspace_of(path: str) -> str | None:
+        return archive_workspace(settings, path)
+
+    reasons = reason or ()
+    # a user error (no warehouse, rows whose endpoint has no secrets) before the lock
+    check_replay(db_path, keys_for, reasons=reasons, source=source,
+                 workspace_of=workspace_of, only=only)  # fmt: skip
     with warehouse_writer(settings, "convo webhooks quarantine replay"):
         result = replay(
-            settings.require_path("warehouse.path"), keys, ingest_options(settings),
-            reasons=reason or (), source=source, secret_hint=secret_origin(settings, secret),
+            db_path, keys_for, ingest_options(settings), reasons=reasons, source=source,
+            workspace_of=workspace_of, only=only,
         )  # fmt: skip
     if as_json:
         sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")

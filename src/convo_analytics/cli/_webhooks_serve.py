@@ -67,10 +67,12 @@ def serve(
     secret = settings.get_secret("webhooks.secret")
     secrets = [part.reveal() for part in secret.parts()] if secret is not None else []
     from convo_analytics.config import load_workspaces
+    from convo_analytics.webhooks import known_workspace_ids
 
     hooked = [w for w in load_workspaces(settings) if not w.implicit and w.webhook_secrets]
     workspaces = {w.name: [s.reveal() for s in w.webhook_secrets] for w in hooked}
-    workspace_ids = {w.name: w.workspace_id for w in hooked if w.workspace_id}
+    workspace_ids = known_workspace_ids(settings)
+    hints = {w.name: w.webhook_secrets_from for w in hooked if w.webhook_secrets_from}
     if not secrets and not workspaces:
         raise UserError(
             "no webhook secret to verify deliveries with; set CONVO_WEBHOOK_SECRET "
@@ -93,6 +95,7 @@ def serve(
         max_connections=settings.get_int("webhooks.max_connections"),
         workspaces=workspaces,
         workspace_ids=workspace_ids,
+        workspace_hints=hints,
     )
     try:
         app = create_receiver_app(config)

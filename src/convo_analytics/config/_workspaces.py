@@ -100,6 +100,8 @@ class WorkspaceConfig:
     api_key: Secret | None = None
     client_secret: Secret | None = None
     webhook_secrets: tuple[Secret, ...] = ()
+    #: Where its webhook secrets are set (``$ACME_HOOKS`` or a file), for messages.
+    webhook_secrets_from: str = ""
     workspace_id: str | None = None
     #: Where its `convo serve` tokens are (resolved by :func:`serve_tokens`, serve only).
     serve_tokens_env: str | None = None
@@ -195,6 +197,11 @@ def _workspace(
         api_key=api_key,
         client_secret=client_secret,
         webhook_secrets=secrets,
+        webhook_secrets_from=(
+            f"${spec.webhook_secrets_env}"
+            if spec.webhook_secrets_env
+            else str(path(spec.webhook_secrets_file) or "")
+        ),
         workspace_id=spec.workspace_id,
         serve_tokens_env=spec.serve_tokens_env,
         serve_tokens_file=path(spec.serve_tokens_file),

@@ -8,16 +8,25 @@ as one of many or (an older configuration) alone: configured
 (``workspace_id`` in its ``[[workspaces]]`` table) > the id stored for
 its name by an earlier run (the ``workspaces`` table) > for the one
 workspace of a flat configuration, the single workspace the warehouse holds
-> the ``workspaceId`` its first records carry > its name.
+> the ``workspaceId`` its first records carry > its name. An id, once bound to a
+name, is never reassigned, and no two names share one (``warehouse/_bindings.py``):
+a conflict is an error naming both, before any row is written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
+
+from convo_analytics.warehouse._bindings import (
+    IMPLICIT_NAME,
+    WorkspaceConflict,
+    bind_workspace,
+    bound_workspaces,
+    check_binding,
+)
 
 __all__ = ["WorkspaceIdentity"]
 
@@ -42,14 +51,15 @@ class WorkspaceIdentity:
         self.origin = ""
         self.id: str | None = configured
         self._recorded = False
+        self._bound = bound_workspaces(con)
+        #: A flat configuration's binding that this configured workspace may take over.
+        self._takeover = () if implicit or name == IMPLICIT_NAME else (IMPLICIT_NAME,)
         if configured:
             self.origin = "configured"
+            self._check(configured)
             return
-        rows = con.execute(
-            "SELECT workspace_id, id_origin FROM workspaces WHERE name = ?", [name]
-        ).fetchall()
-        if rows:
-            self.id, self.origin = str(rows[0][0]), str(rows[0][1] or "stored")
+        if name in self._bound:
+            self.id, self.origin = self._bound[name]
             self._recorded = True
             return
         if implicit:
@@ -68,19 +78,23 @@ class WorkspaceIdentity:
                 for key in _FIELDS:
                     value = record.get(key) if isinstance(record, Mapping) else None
                     if isinstance(value, str | int) and not isinstance(value, bool) and value:
+                        self._check(str(value))
                         self.id, self.origin = str(value), "learned"
                         return self.id
+            self._check(self.name)
             self.id, self.origin = self.name, "name"
         return self.id
+
+    def _check(self, workspace_id: str) -> None:
+        problem = check_binding(self._bound, self.name, workspace_id, takeover=self._takeover)
+        if problem is not None:
+            raise WorkspaceConflict(problem)
 
     def record(self, con: duckdb.DuckDBPyConnection, run_id: str) -> None:
         """Store the name's id (in the caller's transaction), once per run."""
         if self.id is None or self._recorded:
             return
-        con.execute(
-            """INSERT INTO workspaces VALUES (?, ?, ?, ?, ?, ?, ?)
-               ON CONFLICT (name) DO UPDATE SET last_run_id = excluded.last_run_id,
-                   updated_at = excluded.updated_at, base_url = excluded.base_url""",
-            [self.name, self.id, self.origin, self.base_url, run_id, run_id, datetime.now(UTC)],
+        bind_workspace(
+            con, self.name, self.id, self.origin, self.base_url, run_id, takeover=self._takeover
         )
         self._recorded = True

@@ -202,9 +202,11 @@ def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
                   SELECT workspace_id, id FROM _transform_changed_leads)
         UNION SELECT {key} FROM _transform_new_events
         UNION SELECT {key} FROM escalations
-              WHERE event_id IN (SELECT event_id FROM _transform_new_events)
+              WHERE (workspace_id, event_id) IN (
+                  SELECT workspace_id, event_id FROM _transform_new_events)
         UNION SELECT {key} FROM guardrail_events
-              WHERE event_id IN (SELECT event_id FROM _transform_new_events)
+              WHERE (workspace_id, event_id) IN (
+                  SELECT workspace_id, event_id FROM _transform_new_events)
         UNION SELECT {key} FROM escalations
               WHERE (workspace_id, escalation_key) IN {new_escalations}
         UNION SELECT {key} FROM mart_escalations

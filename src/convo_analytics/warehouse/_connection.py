@@ -73,6 +73,10 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     )
     compression = compression_supported(con)
     (before,) = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchall()[0]
+    if 0 < before < 7:
+        from convo_analytics.warehouse._upgrade import rekey_event_keys
+
+        rekey_event_keys(con, compression=compression)
     for table in ALL_TABLES:
         con.execute(table.ddl(compression=compression))
     rekeyed = REKEYED_IN_6 if 0 < before < 6 else ()

@@ -47,6 +47,7 @@ STAGE_SCHEMA = pa.schema(
         ("delivery_id", pa.string()),
         ("attempt", pa.string()),
         ("received_at", pa.string()),
+        ("workspace_id", pa.string()),
     ]
 )
 QUARANTINE_SCHEMA = pa.schema(
@@ -58,8 +59,12 @@ QUARANTINE_SCHEMA = pa.schema(
         ("excerpt", pa.string()),
         ("line_offset", pa.int64()),
         ("line", pa.binary()),
+        ("workspace", pa.string()),
     ]
 )
+
+#: The workspace an event's keys are known under (its own; ``default`` when it names none).
+_KEYED = event_workspace("workspace_id")
 
 
 @dataclass(slots=True)
@@ -93,9 +98,9 @@ def quarantine(
     )
     con.execute(
         "INSERT INTO quarantine (source_file, source_line, reason, detail, excerpt, "
-        "ingest_run_id, quarantined_at, line_offset, line) "
-        "SELECT source_file, source_line, reason, detail, excerpt, ?, ?, line_offset, line "
-        f"FROM q_rows ON CONFLICT (source_file, source_line) {conflict}",
+        "ingest_run_id, quarantined_at, line_offset, line, workspace) "
+        "SELECT source_file, source_line, reason, detail, excerpt, ?, ?, line_offset, line, "
+        f"workspace FROM q_rows ON CONFLICT (source_file, source_line) {conflict}",
         [run_id, now],
     )
     con.unregister("q_rows")
@@ -154,7 +159,7 @@ def load_events(
         FROM (
             SELECT * EXCLUDE (e), e IS NOT NULL AS parsed, e.event AS event_type,
                    e.timestamp AS timestamp_text, {_ts("e.timestamp")} AS occurred_at,
-                   e.workspaceId AS workspace_id, e.conversationId AS conversation_id,
+                   e.conversationId AS conversation_id,
                    e.data AS data,
                    COALESCE(idempotency_key, 'sha256:' || content_hash) AS event_id
             FROM (SELECT *, TRY(json_transform(payload, '{_ENVELOPE}')) AS e
@@ -165,18 +170,22 @@ def load_events(
         """SELECT source_file, source_line, problem,
                   CASE problem WHEN 'bad_timestamp' THEN 'timestamp: ' || timestamp_text
                                ELSE 'the delivery body is not a JSON event' END,
-                  left(COALESCE(payload, ''), 2000), source_offset, NULL::BLOB
+                  left(COALESCE(payload, ''), 2000), source_offset, NULL::BLOB,
+                  NULL::VARCHAR
            FROM ev_chunk WHERE problem IS NOT NULL"""
     ).to_arrow_table()
     if bad.num_rows:
         quarantine(con, bad.rename_columns(QUARANTINE_SCHEMA.names), run_id, now)
         counts.quarantined.update(str(r) for r in bad.column(2).to_pylist())
-    # A line is a duplicate when one of its keys is known, or came earlier in the chunk
-    # (a line whose idempotency key is its content hash has that key once).
+    # A line is a duplicate when one of its keys is known in its workspace, or came earlier
+    # in the chunk in its workspace (a line whose idempotency key is its content hash has
+    # that key once). Keys are per workspace: another workspace's sender cannot make this
+    # one's events duplicates by sending their keys first (D-WEBHOOK-WORKSPACE).
     con.execute(
-        """CREATE OR REPLACE TEMP TABLE ev_chunk_keys AS
-        SELECT ord, content_hash AS key, event_id FROM ev_chunk WHERE problem IS NULL
-        UNION ALL SELECT ord, idempotency_key, event_id FROM ev_chunk
+        f"""CREATE OR REPLACE TEMP TABLE ev_chunk_keys AS
+        SELECT ord, {_KEYED} AS workspace_id, content_hash AS key, event_id FROM ev_chunk
+        WHERE problem IS NULL
+        UNION ALL SELECT ord, {_KEYED}, idempotency_key, event_id FROM ev_chunk
                   WHERE problem IS NULL AND idempotency_key IS NOT NULL
                     AND idempotency_key <> content_hash"""
     )
@@ -185,18 +194,20 @@ def load_events(
     # (a hash aggregate keeps only the few repeated keys).
     con.execute(
         """CREATE OR REPLACE TEMP TABLE ev_chunk_known AS
-        SELECT DISTINCT key FROM ev_chunk_keys SEMI JOIN event_keys USING (key)"""
+        SELECT DISTINCT workspace_id, key FROM ev_chunk_keys
+        SEMI JOIN event_keys USING (workspace_id, key)"""
     )
     con.execute(
         """CREATE OR REPLACE TEMP TABLE ev_chunk_later AS
-        SELECT k.ord, k.key FROM ev_chunk_keys k JOIN (
-            SELECT key, min(ord) AS first FROM ev_chunk_keys GROUP BY key HAVING count(*) > 1
-        ) r ON k.key = r.key AND k.ord > r.first"""
+        SELECT k.ord, k.workspace_id, k.key FROM ev_chunk_keys k JOIN (
+            SELECT workspace_id, key, min(ord) AS first FROM ev_chunk_keys
+            GROUP BY workspace_id, key HAVING count(*) > 1
+        ) r ON k.workspace_id = r.workspace_id AND k.key = r.key AND k.ord > r.first"""
     )
     con.execute(
         """CREATE OR REPLACE TEMP TABLE ev_chunk_dups AS
         SELECT DISTINCT ord FROM (
-            SELECT ord FROM ev_chunk_keys SEMI JOIN ev_chunk_known USING (key)
+            SELECT ord FROM ev_chunk_keys SEMI JOIN ev_chunk_known USING (workspace_id, key)
             UNION ALL SELECT ord FROM ev_chunk_later)"""
     )
     # Only events whose keys were unseen are stored, and only unseen keys are added
@@ -212,8 +223,9 @@ def load_events(
     )
     con.execute(
         """INSERT INTO event_keys
-           SELECT key, event_id FROM ev_chunk_keys ANTI JOIN ev_chunk_known USING (key)
-           ANTI JOIN ev_chunk_later USING (ord, key)"""
+           SELECT workspace_id, key, event_id FROM ev_chunk_keys
+           ANTI JOIN ev_chunk_known USING (workspace_id, key)
+           ANTI JOIN ev_chunk_later USING (ord, workspace_id, key)"""
     )
     for reading, kind, duplicate, n in con.execute(
         """SELECT signature_reading, event_type, ord IN (SELECT ord FROM ev_chunk_dups),
@@ -251,7 +263,6 @@ _ENVELOPE = orjson.dumps(
     {
         "event": "VARCHAR",
         "timestamp": "VARCHAR",
-        "workspaceId": "VARCHAR",
         "conversationId": "VARCHAR",
         "data": "JSON",
     }
@@ -260,7 +271,7 @@ _ENVELOPE = orjson.dumps(
 _ENVELOPE_COLUMNS = {
     "$.timestamp": "occurred_at",
     "$.conversationId": "conversation_id",
-    "$.workspaceId": event_workspace(),
+    "$.workspaceId": _KEYED,
 }
 
 

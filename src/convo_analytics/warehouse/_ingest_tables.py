@@ -23,7 +23,7 @@ QUARANTINE = Table(
             doc="malformed_json, bad_encoding, truncated_gzip, too_large, empty_line, "
             "not_an_event, malformed_body, duplicate_keys, non_finite_number, unsigned, "
             "bad_signature, timestamp_without_offset, future_timestamp, bad_timestamp, "
-            "unreadable_file",
+            "unreadable_file, invalid_workspace, workspace_mismatch, workspace_unknown",
         ),
         Column("detail", "VARCHAR", doc="what exactly was wrong"),
         Column("excerpt", "VARCHAR", doc="the start of the line (at most 2,000 characters)"),
@@ -48,6 +48,13 @@ QUARANTINE = Table(
             doc="loaded (a new event) or duplicate (an event already stored); NULL while open",
         ),
         Column("resolved_by", "VARCHAR", doc="the ingest or replay run that resolved it"),
+        Column(
+            "workspace",
+            "VARCHAR",
+            doc="the [[workspaces]] name whose archive folder (endpoint) the line was read "
+            "for, whose secrets a replay verifies it with; NULL for the flat endpoint's "
+            "(webhooks.secret) and rows from before schema 7",
+        ),
     ),
     ("source_file", "source_line"),
     "Input lines that could not be loaded, with the reason; re-ingesting a file does not "

@@ -24,7 +24,10 @@ from convo_analytics.contract._summary import SummaryMetrics
 #: 6: the per-kind webhook event tables are keyed by (workspace_id, subject id); the rows of
 #: an event naming no workspace are keyed under ``default`` (``event_workspace``); their
 #: tables are rebuilt when opened (``upgrade_tables``, ``REKEYED_IN_6``).
-SCHEMA_VERSION = 6
+#: 7: an event is stored under the workspace whose endpoint received it, and its keys are
+#: known per workspace (``event_keys.workspace_id``, filled from each key's event by
+#: ``rekey_event_keys``); quarantine rows name the workspace they were read for.
+SCHEMA_VERSION = 7
 
 #: Large, distinct text (JSON bodies, keys, hashes): zstd stores it in about half the
 #: space of DuckDB's own choice (dictionary and FSST) for less CPU while loading.
@@ -399,7 +402,13 @@ WORKSPACES = Table(
     (
         Column("name", "VARCHAR NOT NULL", doc="the configured name ([[workspaces]] name)"),
         Column("workspace_id", "VARCHAR NOT NULL", doc="the id every row of it is keyed by"),
-        Column("id_origin", "VARCHAR", doc="configured, learned (from its records) or name"),
+        Column(
+            "id_origin",
+            "VARCHAR",
+            doc="configured, learned (from its records), webhook (from its own endpoint's "
+            "first event naming one), warehouse (the one workspace a flat configuration's "
+            "warehouse held) or name; bound once, never reassigned",
+        ),
         Column("base_url", "VARCHAR", doc="the service it was read from"),
         Column("first_run_id", "VARCHAR"),
         Column("last_run_id", "VARCHAR"),
@@ -423,7 +432,14 @@ EVENTS = Table(
         ),
         Column("event_type", "VARCHAR", "$.event", "e.g. message.responded; unknown types kept"),
         Column("occurred_at", _TS, "$.timestamp", "the event's timestamp, normalised to UTC"),
-        Column("workspace_id", "VARCHAR", "$.workspaceId"),
+        Column(
+            "workspace_id",
+            "VARCHAR",
+            "$.workspaceId",
+            "the workspace whose endpoint received it (its archive folder's; from schema 7, "
+            "never the body's word alone: D-WEBHOOK-WORKSPACE); on the flat endpoint, the "
+            "workspaceId (or tenantId) it names, NULL when none",
+        ),
         Column("conversation_id", "VARCHAR", "$.conversationId"),
         Column("data", "JSON", "$.data", "the event-specific data", compression=_ZSTD),
         Column(
@@ -462,7 +478,7 @@ EVENTS = Table(
         Column("source_line", "BIGINT", doc="its 1-based line number there"),
         Column("ingest_run_id", "VARCHAR"),
     ),
-    ("event_id",),
+    ("workspace_id", "event_id"),
     "Every distinct webhook event, verified; retries and replays are recognised and stored once "
     "(unique by construction, without an index).",
     indexed=False,
@@ -472,6 +488,12 @@ EVENT_KEYS = Table(
     "event_keys",
     (
         Column(
+            "workspace_id",
+            "VARCHAR NOT NULL",
+            doc="the workspace the key was seen in (the event's; default when it names none): "
+            "keys are per workspace",
+        ),
+        Column(
             "key",
             "VARCHAR NOT NULL",
             doc="an idempotency key or a content hash",
@@ -479,9 +501,10 @@ EVENT_KEYS = Table(
         ),
         Column("event_id", "VARCHAR", doc="the event it belongs to", compression=_ZSTD),
     ),
-    ("key",),
-    "Every key under which an event was seen, so that a retry (same idempotency key) or a "
-    "replay (same content) is recognised across files and runs (unique by construction, "
+    ("workspace_id", "key"),
+    "Every key under which an event was seen in its workspace, so that a retry (same "
+    "idempotency key) or a replay (same content) is recognised across files and runs, and "
+    "another workspace's key never makes an event a duplicate (unique by construction, "
     "without an index).",
     indexed=False,
 )

@@ -8,6 +8,7 @@ from convo_analytics.warehouse._connection import transaction
 from convo_analytics.warehouse._load import _replace_children
 from convo_analytics.warehouse._shape import DEFAULT_SHAPE
 from convo_analytics.warehouse._sql import _ident, _quoted_structure
+from convo_analytics.warehouse._tables import EVENT_KEYS, event_workspace
 
 
 def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
@@ -69,16 +70,22 @@ def backfill_canonical_keys(con: duckdb.DuckDBPyConnection) -> None:
     from convo_analytics.webhooks._body import content_hash
 
     reader = con.cursor()
-    batches = reader.sql("SELECT event_id, payload FROM events").to_arrow_reader(50_000)
+    batches = reader.sql(
+        f"SELECT event_id, payload, {event_workspace()} FROM events"
+    ).to_arrow_reader(50_000)
     with transaction(con):
         for batch in batches or ():
             ids = batch.column(0).to_pylist()
             keys = [content_hash(orjson.loads(text)) for text in batch.column(1).to_pylist()]
-            con.register("upgrade_keys", pa.table({"key": keys, "event_id": ids}))
+            workspaces = batch.column(2).to_pylist()
+            con.register(
+                "upgrade_keys",
+                pa.table({"workspace_id": workspaces, "key": keys, "event_id": ids}),
+            )
             con.execute(
                 """INSERT INTO event_keys
-                   SELECT key, any_value(event_id) FROM upgrade_keys
-                   ANTI JOIN event_keys USING (key) GROUP BY key"""
+                   SELECT workspace_id, key, any_value(event_id) FROM upgrade_keys
+                   ANTI JOIN event_keys USING (workspace_id, key) GROUP BY ALL"""
             )
             con.unregister("upgrade_keys")
     reader.close()
@@ -103,3 +110,33 @@ def refill_event_tables(con: duckdb.DuckDBPyConnection) -> None:
         fan_out(con)
         for table in ("ev_chunk", "ev_chunk_dups"):
             con.execute(f"DROP TABLE {table}")
+
+
+def rekey_event_keys(con: duckdb.DuckDBPyConnection, *, compression: bool) -> None:
+    """Key ``event_keys`` by workspace (schema 7), each key under its event's workspace.
+
+    Before schema 7 a key was known across workspaces, so one workspace's key could make
+    another's event a duplicate. Each stored key belongs to the event it names; a key whose
+    event is in several workspaces (one id, two workspaces) is kept under each. Runs before
+    ``upgrade_tables`` (which cannot fill a column from another table); one transaction.
+    """
+    columns = [
+        name
+        for (name,) in con.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = 'event_keys'"
+        ).fetchall()
+    ]
+    if not columns or "workspace_id" in columns:
+        return
+    with transaction(con):
+        con.execute("ALTER TABLE event_keys RENAME TO event_keys__before_upgrade")
+        con.execute(EVENT_KEYS.ddl(compression=compression))
+        con.execute(
+            f"""INSERT INTO event_keys
+                SELECT DISTINCT COALESCE(e.workspace_id, 'default'), k.key, k.event_id
+                FROM event_keys__before_upgrade k
+                LEFT JOIN (SELECT DISTINCT event_id, {event_workspace()} AS workspace_id
+                           FROM events) e USING (event_id)"""
+        )
+        con.execute("DROP TABLE event_keys__before_upgrade")

@@ -2,8 +2,20 @@
 
 from convo_analytics.webhooks._archive import archive_line, parse_archive_line
 from convo_analytics.webhooks._archive_writer import ArchiveWriter
+from convo_analytics.webhooks._endpoints import (
+    EndpointKeys,
+    archive_files,
+    archive_workspace,
+    check_bindings,
+    endpoint_keys,
+    flat_keys,
+    ingest_batches,
+    ingest_options,
+    known_workspace_ids,
+    require_flat_keys,
+)
 from convo_analytics.webhooks._ingest import IngestOptions
-from convo_analytics.webhooks._quarantine import purge, quarantine_counts, replay
+from convo_analytics.webhooks._quarantine import check_replay, purge, quarantine_counts, replay
 from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
 from convo_analytics.webhooks._run import IngestResult, ingest, signature_alarm
 from convo_analytics.webhooks._signature import (
@@ -20,24 +32,38 @@ from convo_analytics.webhooks._verify import (
     secret_keys,
     verify_delivery,
 )
+from convo_analytics.webhooks._workspace import EndpointWorkspace, WorkspaceScope
 
 __all__ = [
     "READINGS",
     "SIGNATURE_HEADERS",
     "SIGNATURE_PREFIX",
     "ArchiveWriter",
+    "EndpointKeys",
+    "EndpointWorkspace",
     "IngestOptions",
     "IngestResult",
     "ReceiverSettings",
     "Verification",
+    "WorkspaceScope",
     "append_signature",
+    "archive_files",
     "archive_line",
+    "archive_workspace",
+    "check_bindings",
+    "check_replay",
     "create_receiver_app",
+    "endpoint_keys",
+    "flat_keys",
     "ingest",
+    "ingest_batches",
+    "ingest_options",
+    "known_workspace_ids",
     "parse_archive_line",
     "purge",
     "quarantine_counts",
     "replay",
+    "require_flat_keys",
     "secret_keys",
     "sign",
     "signature_alarm",

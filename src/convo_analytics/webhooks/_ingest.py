@@ -49,6 +49,7 @@ from convo_analytics.webhooks._lines import (
 )
 from convo_analytics.webhooks._signature import MEMBER_HEAD, MEMBER_LEN, SIGNATURE_PREFIX
 from convo_analytics.webhooks._verify import SIGNATURE_HEADERS, Verification, Verifier
+from convo_analytics.webhooks._workspace import EndpointWorkspace, WorkspaceScope
 
 CHUNK_LINES = 245_760
 #: A chunk is handed over before its lines pass this many bytes (a chunk of the usual
@@ -93,6 +94,10 @@ class _Chunk:
         self.huge = False  # it holds a line over HUGE_LINE (then alone)
         self.state: Any = None  # the file's ingest_files row once this chunk is stored
         self.final = False  # the file's last chunk (its state is the file's after this read)
+        #: (name, id): the workspace id a line of this chunk bound, recorded with it.
+        self.binding: tuple[str, str] | None = None
+        #: The workspace a quarantined line was read for (its endpoint's name), if any.
+        self.workspace: str | None = None
 
     def reject(
         self, line_no: int, reason: str, detail: str, raw: bytes, offset: int | None,
@@ -100,7 +105,10 @@ class _Chunk:
     ) -> None:  # fmt: skip
         """Quarantine a line; ``whole``: keep the whole line for a replay (not a long one)."""
         excerpt = raw[:EXCERPT].decode("utf-8", "backslashreplace")
-        values = (self.source, line_no, reason, detail, excerpt, offset, raw if whole else None)
+        values = (
+            self.source, line_no, reason, detail, excerpt, offset, raw if whole else None,
+            self.workspace,
+        )  # fmt: skip
         for name, value in zip(_QUARANTINE_COLUMNS, values, strict=True):
             self.quarantined[name].append(value)
 
@@ -140,10 +148,11 @@ class _Chunk:
 _STAGE_COLUMNS = (
     "source_line", "source_offset", "body", "idempotency_key", "content_hash",
     "signature_reading", "signature_source", "secret_index", "delivery_id", "attempt",
-    "received_at",
+    "received_at", "workspace_id",
 )  # fmt: skip
 _QUARANTINE_COLUMNS = (
     "source_file", "source_line", "reason", "detail", "excerpt", "line_offset", "line",
+    "workspace",
 )  # fmt: skip
 
 
@@ -182,13 +191,34 @@ class Ingester:
     shortcut = True
 
     def __init__(
-        self, secrets: Sequence[bytes], now: datetime, options: IngestOptions | None = None
+        self,
+        secrets: Sequence[bytes],
+        now: datetime,
+        options: IngestOptions | None = None,
+        *,
+        scope: WorkspaceScope | None = None,
     ) -> None:
         self.options = options or IngestOptions()
         self.verifier = Verifier(secrets)
         self.pads = self.verifier.pads(0) if secrets else None
         self.now = now
         self.now_text = stamp(now)
+        #: Whose endpoint the lines came from: each event is stored under that workspace or
+        #: quarantined (D-WEBHOOK-WORKSPACE).
+        self.scope = scope or WorkspaceScope(EndpointWorkspace(None))
+
+    def admit(
+        self, chunk: _Chunk, event: dict[str, Any]
+    ) -> tuple[str | None, tuple[str, str] | None]:
+        """The workspace id ``event`` is stored under, or why not; a binding it made (the
+        endpoint's id learned on first sight) goes with its chunk."""
+        workspace, problem = self.scope.admit(event)
+        if self.scope.learned is not None:
+            name = self.scope.endpoint.name
+            assert name is not None
+            chunk.binding = (name, self.scope.learned)
+            self.scope.learned = None
+        return workspace, problem
 
     def read_file(self, plan: Plan, run_id: str) -> Iterator[_Chunk]:
         """The file's lines from where ``plan`` says, as chunks; the last one carries the
@@ -197,7 +227,7 @@ class Ingester:
         reader = self._open(plan)
         with reader:
             first = plan.first_line
-            chunk = _Chunk(plan.source, first)
+            chunk = self.new_chunk(plan.source, first)
             tail = b""  # the stream's last bytes read: the prefix's until a line is read
             lines = first - 1  # lines of the file read, up to the last one handed over
             # whether the last line read had no newline: until a line is read, as the last
@@ -209,7 +239,7 @@ class Ingester:
                     tail = reader.prefix_tail
                 if chunk.count and self._full_before(chunk, item):
                     yield self._handed(chunk, plan, run_id, end, lines, tail, unterminated)
-                    chunk = _Chunk(plan.source, chunk.first_line_no + chunk.count)
+                    chunk = self.new_chunk(plan.source, chunk.first_line_no + chunk.count)
                 line_no = chunk.first_line_no + chunk.count
                 end = item.end
                 if isinstance(item, Block):
@@ -233,7 +263,7 @@ class Ingester:
                     unterminated = not item.terminated
                 if chunk.count >= self.options.chunk_lines:
                     yield self._handed(chunk, plan, run_id, end, lines, tail, unterminated)
-                    chunk = _Chunk(plan.source, chunk.first_line_no + chunk.count)
+                    chunk = self.new_chunk(plan.source, chunk.first_line_no + chunk.count)
             unterminated = unterminated and (lines >= first or reader.skip_newline)
             if lines < first:
                 tail = reader.prefix_tail
@@ -251,6 +281,11 @@ class Ingester:
             )
             chunk.final = True
             yield chunk
+
+    def new_chunk(self, source: str, first_line_no: int) -> _Chunk:
+        chunk = _Chunk(source, first_line_no)
+        chunk.workspace = self.scope.endpoint.name
+        return chunk
 
     def _handed(
         self, chunk: _Chunk, plan: Plan, run_id: str, end: int, lines: int, tail: bytes,
@@ -336,6 +371,7 @@ class Ingester:
         add_secret = staged["secret_index"].append
         add_delivery, add_attempt = staged["delivery_id"].append, staged["attempt"].append
         add_received = staged["received_at"].append
+        add_workspace, admit = staged["workspace_id"].append, self.admit
         inner, outer = self.pads
         inner_copy, outer_copy, sha256, same = inner.copy, outer.copy, hashlib.sha256, _same
         loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
@@ -413,6 +449,12 @@ class Ingester:
                 out = outer_copy()
                 out.update(mac.digest())
                 if same(out.hexdigest().encode(), body[-_DIGEST:-2]):
+                    workspace, refused = admit(chunk, event)
+                    if refused is not None:
+                        text, newline = block.line(i)
+                        why, detail = refused
+                        chunk.reject(first + i, why, detail, text + newline, base + start)
+                        continue
                     del event["signature"]
                     add_line(first + i)
                     add_offset(base + start)
@@ -425,6 +467,7 @@ class Ingester:
                     add_delivery(text_of(headers.get("x-convo-delivery")))
                     add_attempt(text_of(headers.get("x-convo-attempt")))
                     add_received(received)
+                    add_workspace(workspace)
                     continue
             text, newline = block.line(i)
             self.read_line(chunk, first + i, text, newline, base + start)
@@ -484,11 +527,17 @@ class Ingester:
             chunk.reject(line_no, outcome.reason or "not_an_event", outcome.detail, raw, offset)
             return
         event, check = outcome.event, outcome.check
+        workspace, refused = self.admit(chunk, event)
+        if refused is not None:
+            why, detail = refused
+            chunk.reject(line_no, why, detail, raw, offset)
+            return
         staged = chunk.staged
         values = (
             line_no, offset, body, headers.get("idempotency-key") or None, content_hash(event),
             check.reading, check.signature_source, check.secret_index,
             headers.get("x-convo-delivery"), headers.get("x-convo-attempt"), received_at,
+            workspace,
         )  # fmt: skip
         for name, value in zip(_STAGE_COLUMNS, values, strict=True):
             staged[name].append(value)

@@ -6,12 +6,20 @@ delivery survives any crash; the sender retries anything else. Checks run
 cheapest first: the body in time (408) and within the cap (413), strict JSON
 (400: not JSON, a repeated key, a number that is not finite; D-ONE-READING),
 the signature (401), the event's time (400: no UTC offset, or further in the
-future than allowed; D-EVENT-TIME), the same rules as the ingest's. A rejected
+future than allowed; D-EVENT-TIME), the workspace it names (400: not a
+string, or another workspace than the endpoint's; D-WEBHOOK-WORKSPACE), the
+same rules as the ingest's. A rejected
 delivery is not dropped either: it goes to the quarantine archive with its
 reason (a body over the cap is kept truncated to the cap), so that a
 misconfigured secret or a sender bug can be investigated and replayed later.
-When most deliveries of a minute fail the signature check, a log line says
-the secret is most likely wrong, once a minute while it lasts.
+When most deliveries of a minute to one endpoint fail the signature check, a
+log line says that endpoint's secret is most likely wrong (naming the
+workspace and where its secrets are set), once a minute while it lasts.
+
+A workspace's endpoint (``/webhooks/NAME``) verifies with that workspace's
+secrets only and takes only its events: the id the event names must be the
+workspace's (configured, bound in the warehouse, or bound here on first sight
+and kept in ``ARCHIVE/workspaces/.workspace-ids``), never another's.
 
 TLS is terminated in front of the receiver; it speaks plain HTTP itself.
 Credential-like headers (``Authorization``, cookies, ``X-Api-Key``, anything
@@ -54,6 +62,7 @@ from convo_analytics.webhooks._verify import (
     secret_keys,
     verify_delivery,
 )
+from convo_analytics.webhooks._workspace import EndpointWorkspace, WorkspaceScope
 
 __all__ = ["ACCEPTED_PREFIX", "QUARANTINE_PREFIX", "ReceiverSettings", "create_receiver_app"]
 
@@ -98,9 +107,12 @@ class ReceiverSettings:
     #: Workspaces each with their own endpoint ``{path}/{name}`` and secrets (several
     #: during rotation); a delivery there verifies with that workspace's secrets only.
     workspaces: dict[str, list[str]] = field(default_factory=dict, repr=False)
-    #: The service's id of a workspace, where known: a delivery whose event names another
-    #: workspace is refused (400 ``workspace_mismatch``).
+    #: The service's id of a workspace, where known (configured, or bound in the warehouse):
+    #: a delivery whose event names another workspace is refused (400 ``workspace_mismatch``).
+    #: A workspace whose id is not known binds the first id its verified events name.
     workspace_ids: dict[str, str] = field(default_factory=dict)
+    #: Where each workspace's secrets are set (``$ACME_HOOKS``), named by the alarm.
+    workspace_hints: dict[str, str] = field(default_factory=dict)
 
     def server_options(self) -> dict[str, Any]:
         """uvicorn.Config options that apply the header timeout and the connection cap."""
@@ -185,6 +197,16 @@ def _verification_fields(v: Verification | None) -> dict[str, Any]:
     }
 
 
+@dataclass(slots=True)
+class _AlarmWindow:
+    """One endpoint's minute of signature checks, and when it last alarmed."""
+
+    start: datetime
+    total: int = 0
+    failed: int = 0
+    alarmed_at: datetime | None = None
+
+
 class _Receiver:
     """The app's state: settings, HMAC keys and the two archives (opened by the lifespan)."""
 
@@ -195,9 +217,24 @@ class _Receiver:
         self.archive: ArchiveWriter | None = None
         self.archives: dict[str, ArchiveWriter] = {}
         self.quarantine: ArchiveWriter | None = None
-        self.window_start = settings.clock()
-        self.window_total = self.window_failed = 0
-        self.alarmed_at: datetime | None = None
+        #: Per endpoint (None: the flat one): the signature alarm's minute.
+        self.alarms: dict[str | None, _AlarmWindow] = {}
+        self.bindings_path = bindings_file(settings.archive_dir)
+        learned = _read_bindings(self.bindings_path) if settings.workspaces else {}
+        self.bound = {**learned, **settings.workspace_ids}
+        names = list(settings.workspaces)
+        self.scopes = {
+            name: WorkspaceScope(
+                EndpointWorkspace(
+                    name,
+                    settings.workspace_ids.get(name),
+                    {n: settings.workspace_ids.get(n) for n in names if n != name},
+                ),
+                self.bound,
+            )
+            for name in names
+        }
+        self.flat_scope = WorkspaceScope(EndpointWorkspace(None))
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -263,7 +300,7 @@ class _Receiver:
             )
             return _error(400, code, message if reason == "not_json" else read.detail)
         verification = verify_delivery(body, headers, keys, parsed)
-        self._count_signature(verification, received)
+        self._count_signature(verification, received, workspace)
         if not verification.ok:
             reason = verification.reason or "bad_signature"
             await self._quarantine(
@@ -272,15 +309,6 @@ class _Receiver:
             if reason == "unsigned":
                 return _error(401, "missing_signature", "the delivery carries no signature")
             return _error(401, "invalid_signature", "the signature does not verify")
-        expected = self.settings.workspace_ids.get(workspace or "")
-        claimed = parsed.get("workspaceId")
-        if expected and isinstance(claimed, str) and claimed != expected:
-            detail = f"the event names workspace {claimed!r}, this endpoint receives {expected!r}"
-            reason = "workspace_mismatch"
-            await self._quarantine(
-                body, headers, received, delivery_id, reason, 400, verification, workspace
-            )
-            return _error(400, reason, detail)
         skew = timedelta(seconds=self.settings.max_future_seconds)
         if (late := timestamp_problem(parsed, received, skew)) is not None:
             reason, detail = late
@@ -288,6 +316,21 @@ class _Receiver:
                 body, headers, received, delivery_id, reason, 400, verification, workspace
             )
             return _error(400, reason, detail)
+        scope = self.flat_scope if workspace is None else self.scopes[workspace]
+        _, refused = scope.admit(parsed)
+        if refused is not None:
+            reason, detail = refused
+            await self._quarantine(
+                body, headers, received, delivery_id, reason, 400, verification, workspace
+            )
+            return _error(400, reason, detail)
+        learned = scope.learned
+        if (
+            learned is not None
+            and workspace is not None
+            and (failed := self._bind(workspace, learned))
+        ):
+            return failed
         line = archive_line(
             body,
             headers,
@@ -305,26 +348,66 @@ class _Receiver:
             return _error(503, "archive_unavailable", "the delivery could not be stored; retry")
         return _json(200, {"received": True, "deliveryId": delivery_id})
 
-    def _count_signature(self, verification: Verification, now: datetime) -> None:
-        """The signature alarm: counts per minute; when most of a minute's deliveries fail
-        the check, one log line says the secret is most likely wrong (at most once a
-        minute while it lasts; the deliveries are still answered 401 and quarantined)."""
-        if now - self.window_start >= _ALARM_EVERY:
-            self.window_start, self.window_total, self.window_failed = now, 0, 0
-        self.window_total += 1
+    def _bind(self, workspace: str, workspace_id: str) -> Response | None:
+        """Keep the id a workspace's endpoint learned on first sight (durably, before the
+        delivery is answered); every other endpoint now refuses it. A 503 if it cannot be
+        kept: the sender retries, and nothing was archived."""
+        scope = self.scopes[workspace]
+        scope.learned = None
+        learned = {**_read_bindings(self.bindings_path), workspace: workspace_id}
+        try:
+            _write_bindings(self.bindings_path, learned)
+        except OSError as exc:
+            scope.workspace_id = None
+            log.error("workspace %s: its id could not be kept (%s)", workspace, exc)
+            return _error(503, "archive_unavailable", "the delivery could not be stored; retry")
+        log.warning("workspace %s: bound to workspace id %r (its first event)", workspace,
+                    workspace_id)  # fmt: skip
+        self.bound[workspace] = workspace_id
+        for name, other in self.scopes.items():
+            if name != workspace:
+                other.taken[workspace_id] = workspace
+        return None
+
+    def _count_signature(
+        self, verification: Verification, now: datetime, workspace: str | None = None
+    ) -> None:
+        """The signature alarm, per endpoint: counts per minute; when most of a minute's
+        deliveries to an endpoint fail the check, one log line says its secrets are most
+        likely wrong, naming the workspace and where they are set (at most once a minute
+        while it lasts; the deliveries are still answered 401 and quarantined)."""
+        window = self.alarms.setdefault(workspace, _AlarmWindow(now))
+        if now - window.start >= _ALARM_EVERY:
+            window.start, window.total, window.failed = now, 0, 0
+        window.total += 1
         if verification.ok or verification.reason != "bad_signature":
             return
-        self.window_failed += 1
-        if self.alarmed_at is not None and now - self.alarmed_at < _ALARM_EVERY:
+        window.failed += 1
+        if window.alarmed_at is not None and now - window.alarmed_at < _ALARM_EVERY:
             return
+        if workspace is None:
+            keys, where, noun, whose = len(self.keys), self.settings.secret_hint, "deliveries", ""
+        else:
+            keys, noun = (
+                len(self.workspace_keys[workspace]),
+                f"deliveries to {self._path(workspace)}",
+            )
+            hint = self.settings.workspace_hints.get(workspace)
+            where = f"workspace {workspace}'s webhook_secrets_env/_file" + (
+                f" ({hint})" if hint else ""
+            )
+            whose = f"workspace {workspace}'s "
         alarm = signature_alarm(
-            self.window_failed, self.window_total, len(self.keys), self.settings.alarm_share,
-            noun="deliveries", where=self.settings.secret_hint,
-            since=f" since {stamp(self.window_start)}",
+            window.failed, window.total, keys, self.settings.alarm_share,
+            noun=noun, where=where, since=f" since {stamp(window.start)}",
+            whose=whose,
         )  # fmt: skip
         if alarm is not None:
             log.error("receiver: %s", alarm)
-            self.alarmed_at = now
+            window.alarmed_at = now
+
+    def _path(self, workspace: str) -> str:
+        return f"{self.settings.path.rstrip('/')}/{workspace}"
 
     async def _quarantine(
         self,
@@ -371,6 +454,43 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _server_error(request: Request, exc: Exception) -> Response:
     return _error(500, "internal_error", "the receiver failed; retry")
+
+
+def bindings_file(directory: Path) -> Path:
+    """Where the receiver keeps the workspace ids it bound on first sight."""
+    return directory / "workspaces" / ".workspace-ids"
+
+
+def _read_bindings(path: Path) -> dict[str, str]:
+    try:
+        found = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ValueError(f"{path} cannot be read ({exc}); fix or remove it") from None
+    if not isinstance(found, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in found.items()
+    ):
+        raise ValueError(f"{path} is not an object of workspace names to ids; fix or remove it")
+    return found
+
+
+def _write_bindings(path: Path, bindings: Mapping[str, str]) -> None:
+    """Replace the bindings file atomically and durably (before the delivery is answered)."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as out:
+        out.write(orjson.dumps(dict(sorted(bindings.items()))))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def workspace_archive(directory: Path, name: str) -> Path:

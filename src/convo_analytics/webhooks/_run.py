@@ -33,6 +33,7 @@ from convo_analytics.webhooks._files import (
     with_siblings,
 )
 from convo_analytics.webhooks._ingest import Ingester, IngestOptions, _Chunk
+from convo_analytics.webhooks._workspace import EndpointWorkspace, WorkspaceScope
 
 #: Where the secrets come from, named by the signature alarm (never the secrets).
 SECRET_HINT = "CONVO_WEBHOOK_SECRET"
@@ -83,18 +84,19 @@ class IngestResult:
 
 def signature_alarm(
     failed: int, total: int, secrets: int, share: float, noun: str = "lines",
-    where: str = SECRET_HINT, since: str = "",
+    where: str = SECRET_HINT, since: str = "", whose: str = "",
 ) -> str | None:  # fmt: skip
     """The one line that says the secret is most likely wrong, or None.
 
-    It names how many failed, how many secrets were tried and where they come from;
-    never a secret.
+    It names how many failed, how many secrets were tried (``whose``: a workspace's) and
+    where they come from; never a secret.
     """
     if failed == 0 or total == 0 or (failed < total and failed / total <= share):
         return None
     plural = "" if secrets == 1 else "s"
+    the = whose or "the "
     return (
-        f"{failed} of {total} {noun}{since} failed the signature check with the {secrets} "
+        f"{failed} of {total} {noun}{since} failed the signature check with {the}{secrets} "
         f"configured secret{plural}: check {where}"
     )
 
@@ -110,8 +112,12 @@ def ingest(
     options: IngestOptions | None = None,
     *,
     secret_hint: str = SECRET_HINT,
+    endpoint: EndpointWorkspace | None = None,
 ) -> IngestResult:
     """Ingest archives into the warehouse at ``db_path``; see the module docstring.
+
+    ``endpoint``: the workspace whose archive folder these files are (its events are
+    stored under its id, D-WEBHOOK-WORKSPACE); None, the flat endpoint's.
 
     Reading and verifying (Python, one core) and loading (DuckDB) overlap: a loader
     thread stores one chunk while the next is read, at most one chunk waiting between.
@@ -119,7 +125,8 @@ def ingest(
     options = options or IngestOptions()
     result = IngestResult(new_run_id())
 
-    def read(con: Any, ingester: Ingester, loader: Loader) -> None:
+    def read(con: Any, began: datetime, loader: Loader) -> None:
+        ingester = new_ingester(con, secrets, began, options, endpoint)
         states = load_states(con, with_siblings(str(p.resolve()) for p in paths))
         for plan in plan_files(paths, states, full=options.full):
             result.files += 1
@@ -132,16 +139,42 @@ def ingest(
                 last = chunk
             _count_file(result, plan, last)
 
-    return recorded_run(db_path, result, secrets, options, secret_hint, read)
+    return recorded_run(db_path, result, len(secrets), options, secret_hint, read)
+
+
+def new_ingester(
+    con: Any,
+    secrets: Sequence[bytes],
+    began: datetime,
+    options: IngestOptions,
+    endpoint: EndpointWorkspace | None,
+) -> Ingester:
+    """An Ingester for one endpoint's files: its secrets, and its workspace as the config and
+    the warehouse's bindings know it (a configured id the warehouse binds otherwise, or
+    that another name holds, is a WorkspaceConflict naming both)."""
+    from convo_analytics.warehouse._bindings import (
+        WorkspaceConflict,
+        bound_workspaces,
+        check_binding,
+    )
+
+    endpoint = endpoint or EndpointWorkspace(None)
+    bound = bound_workspaces(con)
+    if endpoint.name is not None and endpoint.configured_id:
+        problem = check_binding(bound, endpoint.name, endpoint.configured_id)
+        if problem is not None:
+            raise WorkspaceConflict(problem)
+    scope = WorkspaceScope(endpoint, {name: wid for name, (wid, _) in bound.items()})
+    return Ingester(secrets, began, options, scope=scope)
 
 
 def recorded_run(
     db_path: Path,
     result: IngestResult,
-    secrets: Sequence[bytes],
+    secret_count: int,
     options: IngestOptions,
     secret_hint: str,
-    work: Callable[[Any, Ingester, Loader], None],
+    work: Callable[[Any, datetime, Loader], None],
 ) -> IngestResult:
     """Run ``work`` (an ingest or a replay) as one ``ingest_runs`` row: begun, loaded through
     a Loader, judged by the signature alarm, recorded as ok or failed (and why)."""
@@ -155,13 +188,13 @@ def recorded_run(
             # cycles): the cyclic collector would only scan them, a fifth of the reading time.
             gc.disable()
             try:
-                work(con, Ingester(secrets, began, options), loader)
+                work(con, began, loader)
             finally:
                 if collecting:
                     gc.enable()
                 loader.close()
             result.alarm = signature_alarm(
-                result.quarantined["bad_signature"], result.read, len(secrets),
+                result.quarantined["bad_signature"], result.read, secret_count,
                 options.alarm_share, where=secret_hint,
             )  # fmt: skip
             result.seconds = time.monotonic() - started
@@ -225,7 +258,9 @@ class Loader:
         self.replay = replay
         self.ord = 0
         self.error: BaseException | None = None
-        self.queue: queue.Queue[tuple[pa.Table, pa.Table, int, Any] | None] = queue.Queue()
+        self.queue: queue.Queue[
+            tuple[pa.Table, pa.Table, int, Any, tuple[str, str] | None] | None
+        ] = queue.Queue()
         self.busy = False
         self.small_bytes = 0  # bodies of small chunks stored since the last checkpoint
         self.idle = threading.Condition()
@@ -237,7 +272,7 @@ class Loader:
         self.ord += staged.num_rows
         self._wait()  # the previous chunk is stored: at most one in memory besides this one
         if self.thread.is_alive():
-            self.queue.put((staged, rejected, chunk.count, chunk.state))
+            self.queue.put((staged, rejected, chunk.count, chunk.state, chunk.binding))
         self._raise()
 
     def _wait(self) -> None:
@@ -273,15 +308,18 @@ class Loader:
 
     def _run(self) -> None:
         from convo_analytics.warehouse import transaction
+        from convo_analytics.warehouse._bindings import bind_workspace
         from convo_analytics.warehouse._events import load_events, quarantine
 
         result, con, run_id = self.result, self.con, self.result.run_id
         try:
             while (item := self.queue.get()) is not None:
-                staged, rejected, lines, state = item
+                staged, rejected, lines, state, binding = item
                 now = datetime.now(UTC)
                 self._checkpoint_if_needed(staged)
                 with transaction(con):
+                    if binding is not None:  # learned from this chunk's first claim
+                        bind_workspace(con, *binding, "webhook", None, run_id)
                     counts = load_events(
                         con, staged, run_id, now, resolve=True, stored_lines=self.replay
                     )
