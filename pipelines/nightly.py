@@ -59,11 +59,14 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
     configured others); fails when most lines fail the signature check (a wrong secret)."""
     from convo_analytics.config import load_workspaces
     from convo_analytics.webhooks import (
+        WORKSPACE_UNKNOWN,
         archive_files,
         archive_workspace,
         ingest,
         ingest_batches,
         ingest_options,
+        replay,
+        replay_keys,
     )
 
     settings = ctx.settings
@@ -91,6 +94,12 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
         if result.alarm is not None:
             raise StepFailed(result.alarm)
         results.append(result)
+    if (waiting := _waiting_for_a_workspace(ctx.db_path)) and hooked:
+        # events that named no workspace before their workspace's id was known: load them
+        # now that an extraction (or a configured id) may have bound it
+        results.append(replay(ctx.db_path, replay_keys(settings, None),
+                              ingest_options(settings), reasons=(WORKSPACE_UNKNOWN,),
+                              only=waiting))  # fmt: skip
     result = _summed(results)
     return {
         "files": result.files,
@@ -102,6 +111,22 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
         "quarantined": sum(result.quarantined.values()),
         "quarantine_open": _open_quarantine(ctx.db_path),
     }
+
+
+def _waiting_for_a_workspace(db_path: Path) -> list[str | None]:
+    """The workspaces with open lines quarantined as ``workspace_unknown``."""
+    from convo_analytics.warehouse import open_warehouse
+    from convo_analytics.webhooks import WORKSPACE_UNKNOWN
+
+    con = open_warehouse(db_path, read_only=True)
+    try:
+        found = con.execute(
+            "SELECT DISTINCT workspace FROM quarantine WHERE resolved_at IS NULL AND reason = ?",
+            [WORKSPACE_UNKNOWN],
+        ).fetchall()
+    finally:
+        con.close()
+    return [name for (name,) in found if name is not None]
 
 
 def _open_quarantine(db_path: Path) -> int:

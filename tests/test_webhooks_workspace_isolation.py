@@ -451,3 +451,36 @@ def test_keys_stored_before_schema_7_stay_known_in_their_workspace(tmp_path: Pat
     assert again.loaded == 0
     full = ingest([archive], [SECRET], db, IngestOptions(full=True))
     assert full.loaded == 0 and full.duplicates == 4
+
+
+def test_the_nightly_step_loads_events_that_waited_for_their_workspaces_id(
+    tmp_path: Path,
+) -> None:
+    """An event naming no workspace, in the folder of a workspace whose id is not known yet,
+    waits in the quarantine (workspace_unknown); once the id is known (configured here, or
+    learned by an extraction), the nightly ingest step loads it, under that id."""
+    from convo_analytics.config import load_settings
+    from convo_analytics.pipeline import RunContext, load_steps
+
+    archive = tmp_path / "archive"
+    folder = archive / "workspaces" / "acme"
+    folder.mkdir(parents=True)
+    bare = {k: v for k, v in acme_event(1).items() if k != "workspaceId"}
+    (folder / "deliveries-2026-10-21.jsonl").write_bytes(delivery(bare, secret=ACME, key="b1"))
+    steps = {s.name: s for s in load_steps(Path(__file__).parents[1] / "pipelines/nightly.py")}
+    env = {"ACME_HOOKS": ACME.decode(), "GLOBEX_HOOKS": GLOBEX.decode()}
+    db = tmp_path / "w.duckdb"
+
+    def night(run_id: str) -> dict[str, Any]:
+        settings = load_settings(tmp_path / "convo.toml", {}, env)
+        result: dict[str, Any] = steps["webhook_ingest"].run(RunContext(settings, run_id, db))
+        return result
+
+    _config(tmp_path, archive)
+    first = night("r1")
+    assert first["quarantine_open"] == 1
+    assert rows(db, "SELECT reason FROM quarantine") == [("workspace_unknown",)]
+    _config(tmp_path, archive, acme_id=ACME_ID)
+    second = night("r2")
+    assert (second["loaded"], second["quarantine_open"]) == (1, 0)
+    assert rows(db, "SELECT workspace_id, event_id FROM events") == [(ACME_ID, "b1")]

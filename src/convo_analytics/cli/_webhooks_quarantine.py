@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from datetime import date
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import orjson
 import typer
@@ -19,9 +19,6 @@ from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.cli._webhooks_cmd import DbFlag, JsonFlag, SecretFlag, print_alarm
 from convo_analytics.errors import UserError
-
-if TYPE_CHECKING:
-    from convo_analytics.webhooks import EndpointKeys
 
 __all__ = ["quarantine_app"]
 
@@ -114,24 +111,14 @@ def replay_command(
     from convo_analytics.webhooks import (
         archive_workspace,
         check_replay,
-        endpoint_keys,
-        flat_keys,
         ingest_options,
         replay,
+        replay_keys,
     )
 
     configured = [w for w in load_workspaces(settings) if not w.implicit]
     only = [w.name for w in select_workspaces(configured, workspace)] if workspace else None
-    names = {w.name for w in configured}
-    flat = flat_keys(settings, secret)
-
-    def keys_for(name: str | None) -> EndpointKeys | None:
-        if name is None:
-            return flat
-        if name not in names:  # a workspace no longer configured: its secrets are gone
-            return None
-        found = next(w for w in configured if w.name == name)
-        return endpoint_keys(settings, name) if found.webhook_secrets else None
+    keys_for = replay_keys(settings, secret)
 
     source = str(Path(file).resolve()) if file else None
     db_path = settings.require_path("warehouse.path")

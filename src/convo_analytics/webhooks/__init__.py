@@ -12,6 +12,7 @@ from convo_analytics.webhooks._endpoints import (
     ingest_batches,
     ingest_options,
     known_workspace_ids,
+    replay_keys,
     require_flat_keys,
 )
 from convo_analytics.webhooks._ingest import IngestOptions
@@ -32,12 +33,17 @@ from convo_analytics.webhooks._verify import (
     secret_keys,
     verify_delivery,
 )
-from convo_analytics.webhooks._workspace import EndpointWorkspace, WorkspaceScope
+from convo_analytics.webhooks._workspace import (
+    WORKSPACE_UNKNOWN,
+    EndpointWorkspace,
+    WorkspaceScope,
+)
 
 __all__ = [
     "READINGS",
     "SIGNATURE_HEADERS",
     "SIGNATURE_PREFIX",
+    "WORKSPACE_UNKNOWN",
     "ArchiveWriter",
     "EndpointKeys",
     "EndpointWorkspace",
@@ -63,6 +69,7 @@ __all__ = [
     "purge",
     "quarantine_counts",
     "replay",
+    "replay_keys",
     "require_flat_keys",
     "secret_keys",
     "sign",

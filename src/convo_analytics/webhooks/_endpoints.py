@@ -11,7 +11,7 @@ stored under its id (D-WEBHOOK-WORKSPACE); every other file with the flat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +31,7 @@ __all__ = [
     "ingest_batches",
     "ingest_options",
     "known_workspace_ids",
+    "replay_keys",
     "require_flat_keys",
 ]
 
@@ -183,6 +184,26 @@ def known_workspace_ids(settings: Settings) -> dict[str, str]:
         if name in configured and name not in known:
             known[str(name)] = str(workspace_id)
     return known
+
+
+def replay_keys(
+    settings: Settings, given: Sequence[str] | None
+) -> Callable[[str | None], EndpointKeys | None]:
+    """What verifies a quarantined line of each endpoint on replay: a configured workspace's
+    own secrets (None when it has none now, or is no longer configured), the flat
+    endpoint's ``--secret`` or ``webhooks.secret`` (None when neither is set)."""
+    configured = _configured(settings)
+    flat = flat_keys(settings, given)
+
+    def keys_for(name: str | None) -> EndpointKeys | None:
+        if name is None:
+            return flat
+        found = configured.get(name)
+        if found is None or not found.webhook_secrets:
+            return None
+        return endpoint_keys(settings, name)
+
+    return keys_for
 
 
 def check_bindings(db_path: Path, batches: Sequence[IngestBatch]) -> None:
