@@ -71,9 +71,21 @@ def _claims(event: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return found
 
 
+_ABSENT = object()
+
+
 def claimed_workspace(event: Mapping[str, Any]) -> tuple[str | None, tuple[str, str] | None]:
     """The workspace id an event names (None: it names none), or why its claim is refused
     (a reason and a one-line detail)."""
+    # the common event (one workspaceId of plain text, no tenantId) decided inline: this
+    # runs for every line the ingest reads
+    named = event.get("workspaceId", _ABSENT)
+    data = event.get("data")
+    if "tenantId" not in event and not (type(data) is dict and "tenantId" in data):
+        if named is _ABSENT:
+            return None, None
+        if type(named) is str and 0 < len(named) <= _MAX_ID and named.isprintable():
+            return named, None
     claims = _claims(event)
     if not claims:
         return None, None
