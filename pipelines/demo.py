@@ -170,7 +170,6 @@ dir = "{paths.data / "exports"}"
 
 [run]
 ingest_paths = ["{paths.history}"]
-lock_file = "{paths.data / "convo-run.lock"}"
 """
     paths.config.parent.mkdir(parents=True, exist_ok=True)
     paths.config.write_text(toml)

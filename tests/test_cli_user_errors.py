@@ -26,6 +26,8 @@ import pytest
 SECRET = "sk-live-USER-ERROR-SECRET-5b4a"
 HOOK_SECRET = "whsec_USER_ERROR_SECRET_77e1"
 NO_DB = "no/such/warehouse.duckdb"
+#: A warehouse in a folder nobody (root included) can make a file in: sysfs.
+READ_ONLY_DB = "/sys/warehouse.duckdb"
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ CASES = [
     Case(("extract", "--backfill-from", "yesterday"), "YYYY-MM-DD"),
     Case(("extract", "--write-config", "x.toml"), "--check"),
     Case(("extract", "--rate-limit", "fast"), "rate"),
+    Case(("extract", "--db", READ_ONLY_DB), "run.lock_file"),  # no lock file beside it
     Case(("transform", "--db", NO_DB), "does not exist"),
     Case(("transform", "--tz", "Mars/Base"), "Mars/Base"),
     Case(("export", "summary", "--from", "2026-01-01", "--to", "2026-01-02", "--db", NO_DB),
@@ -129,6 +132,7 @@ CASES = [
     Case(("run",), "Mars/Base", {"CONVO_TRANSFORM_TIMEZONES": "Mars/Base"}),
     Case(("run",), "has no scheme", {"CONVO_BASE_URL": "api.example.com"}),
     Case(("run", "--config", "convo.toml"), "convo.toml"),
+    Case(("run",), "run.lock_file", {"CONVO_DB": READ_ONLY_DB}),
     Case(("sandbox", "serve", "--port", BUSY), "cannot listen"),
     Case(("sandbox", "serve", "--workspace", "acme"), "NAME:KEY"),
     Case(("sandbox", "serve", "--until", "tomorrow"), "ISO 8601"),

@@ -3,13 +3,14 @@ and which workspaces an orchestrator may run (the partitions of pipelines/dagste
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from convo_analytics.auth import TokenStore
 from convo_analytics.config import ConfigError, load_settings, load_workspaces
-from convo_analytics.pipeline import shard_path, shard_settings, shard_workspaces
+from convo_analytics.pipeline import shard_path, shard_settings, shard_workspaces, warehouse_lock
 
 
 def _config(tmp_path: Path) -> Path:
@@ -48,7 +49,11 @@ def test_settings_narrowed_to_one_workspace(tmp_path: Path) -> None:
     assert [w.name for w in load_workspaces(narrowed)] == ["alpha"]
     assert narrowed.require_path("warehouse.path") == tmp_path / "data/shards/alpha.duckdb"
     assert narrowed.require_path("warehouse.path") == shard_path(settings, "alpha")
-    assert narrowed.require_path("run.lock_file") == tmp_path / "data/shards/alpha.lock"
+    shard_lock = Path(os.path.realpath(tmp_path / "data/shards/alpha.duckdb.lock"))
+    assert warehouse_lock(narrowed).path == shard_lock, "the shard's own, beside it"
+    installation = load_settings(_config(tmp_path), {}, {"CONVO_RUN_LOCK_FILE": "/x/run.lock"})
+    assert warehouse_lock(installation).path == Path("/x/run.lock")
+    assert warehouse_lock(shard_settings(installation, "alpha")).path == shard_lock
     assert settings.get_secret("webhooks.secret") is not None
     assert narrowed.get_secret("webhooks.secret") is None, "the flat secret is the whole site's"
     assert [s.reveal() for s in load_workspaces(narrowed)[0].webhook_secrets] == ["whsec_alpha_one"]

@@ -73,8 +73,9 @@ def publish(
     Exit status 0 when published; 1 when the copy could not be written (not
     enough space, a write error: nothing is left behind and the published
     snapshot stays) or a lake commit kept losing to other writers; 75 when
-    another writer holds the warehouse; 2 for usage errors (no warehouse, a
-    lake catalog that cannot be reached).
+    another writer holds the warehouse (or another warehouse's publish the
+    published folder); 2 for usage errors (no warehouse, a lake catalog that
+    cannot be reached).
     """
     settings = settings_from_context(
         ctx, {"warehouse.path": db, "publish.dir": published_dir, "publish.keep": keep}
@@ -95,7 +96,7 @@ def publish(
     from convo_analytics.publish import PublishFailed, publish_snapshot
 
     folder = settings.require_path("publish.dir")
-    with warehouse_writer(settings, "convo publish"):
+    with warehouse_writer(settings, "convo publish", publishes=True):
         con = open_warehouse(db_path, must_exist=True)
         try:
             snap = publish_snapshot(con, db_path, folder, settings.get_int("publish.keep"))

@@ -59,7 +59,7 @@ def run(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )  # fmt: skip
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    with warehouse_writer(settings, "convo run", new_run_id()) as lock:
+    with warehouse_writer(settings, "convo run", new_run_id(), publishes=True) as lock:
         result = run_pipeline(steps, settings, lock)
     if as_json:
         sys.stdout.write(orjson.dumps(result.as_json()).decode() + "\n")

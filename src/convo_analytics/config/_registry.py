@@ -720,10 +720,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "run.lock_file",
         Kind.PATH,
-        "data/convo-run.lock",
+        None,
         help=(
             "The warehouse writers' lock: every command that writes the warehouse (extract, "
-            "webhooks ingest, transform, publish, run) holds it, so writers never overlap."
+            "webhooks ingest, transform, publish, run) holds it, so writers never overlap. "
+            "Empty: <warehouse>.lock beside the warehouse (one lock per warehouse file); set, "
+            "this file instead."
         ),
     ),
     Setting(

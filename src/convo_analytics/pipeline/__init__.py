@@ -1,7 +1,17 @@
 """The nightly run (steps in order, recorded in pipeline_runs, alerting on failure) and the
-warehouse writers' lock every writing command takes; a workspace's share of it on its own shard."""
+writers' locks every writing command takes (the warehouse's, ``<warehouse>.lock``, and a
+snapshot publish's published folder's); a workspace's share of the run on its own shard."""
 
-from convo_analytics.pipeline._lock import LOCKED_EXIT, WarehouseLocked, WriterLock
+from convo_analytics.pipeline._lock import (
+    LOCKED_EXIT,
+    LockUnavailable,
+    WarehouseLocked,
+    WriterLock,
+    acquire_writer_locks,
+    lock_beside,
+    publish_lock,
+    warehouse_lock,
+)
 from convo_analytics.pipeline._retention import prune_archives
 from convo_analytics.pipeline._runner import (
     RunContext,
@@ -22,6 +32,7 @@ from convo_analytics.pipeline._shards import (
 
 __all__ = [
     "LOCKED_EXIT",
+    "LockUnavailable",
     "RunContext",
     "RunResult",
     "ShardWorkspaces",
@@ -29,12 +40,16 @@ __all__ = [
     "StepFailed",
     "WarehouseLocked",
     "WriterLock",
+    "acquire_writer_locks",
     "check_steps",
     "load_steps",
+    "lock_beside",
     "prune_archives",
+    "publish_lock",
     "run_pipeline",
     "run_shard_step",
     "shard_path",
     "shard_settings",
     "shard_workspaces",
+    "warehouse_lock",
 ]

@@ -6,6 +6,15 @@ before it opens the warehouse, and `convo run` holds it across all its steps,
 so a manual command can never slip in between two steps of the nightly run.
 Readers (the dashboard, `convo serve`, the exports) never take it.
 
+The lock belongs to the warehouse file, not to the folder a command runs in
+(D-WRITER-LOCK): by default it is ``<warehouse>.lock`` beside the warehouse's
+real path (symlinks resolved), so two warehouses never block each other and
+one warehouse's writers always do, wherever they were started;
+``run.lock_file`` names another file instead. A snapshot publish also takes
+the published folder's own lock (``publish.lock`` inside ``publish.dir``):
+two warehouses publishing into one folder would otherwise remove each
+other's partial files.
+
 It is an exclusive ``flock`` on a file. A holder killed with SIGKILL leaves
 its lock file behind but not its lock: the kernel drops a process's ``flock``
 when the process ends, so the next writer takes the lock at once and can
@@ -26,6 +35,7 @@ from types import TracebackType
 
 import orjson
 
+from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -34,17 +44,38 @@ log = logging.getLogger(__name__)
 LOCKED_EXIT = 75
 #: How often a waiting writer tries the lock again.
 _RETRY_SECONDS = 0.1
+#: The published folder's lock file, inside ``publish.dir`` (its publisher writes there anyway).
+PUBLISH_LOCK = "publish.lock"
+#: What a lock guards, as its messages name it.
+WAREHOUSE_LOCK_NAME = "the warehouse writers' lock"
+PUBLISH_LOCK_NAME = "the published folder's lock"
 
 
 class WarehouseLocked(UserError):
     """Another writer holds the lock (and did not let go within the wait allowed)."""
 
 
-class WriterLock:
-    """The lock file at ``path``; :meth:`acquire` takes it, :meth:`release` lets go."""
+class LockUnavailable(UserError):
+    """The lock file cannot be created or opened (a read-only folder, a file in the way)."""
 
-    def __init__(self, path: Path) -> None:
+
+class WriterLock:
+    """The lock file at ``path``; :meth:`acquire` takes it, :meth:`release` lets go.
+
+    ``name`` is what the lock guards, as messages say it; ``fix`` says what to do when
+    the lock file cannot be made (which setting to change).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        name: str = WAREHOUSE_LOCK_NAME,
+        fix: str = "set run.lock_file to a file in a folder this user can write",
+    ) -> None:
         self.path = path
+        self.name = name
+        self.fix = fix
         self._fd: int | None = None
         #: The run this holder is (``convo run``'s run id), when it is a run.
         self.run_id: str | None = None
@@ -56,12 +87,21 @@ class WriterLock:
     ) -> WriterLock:
         """Take the lock for ``command``, waiting up to ``wait_seconds`` for another holder.
 
-        Raises WarehouseLocked naming the holder (command, pid, host, start).
+        Raises WarehouseLocked naming the holder (command, pid, host, start), and
+        LockUnavailable when the lock file cannot be made (saying ``fix``).
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            _take(fd, self.path, command, wait_seconds)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            if isinstance(exc, FileExistsError | NotADirectoryError):
+                why = "a file stands where its folder should be"
+            raise LockUnavailable(
+                f"cannot make {self.name} {self.path}: {why}; {self.fix}"
+            ) from None
+        try:
+            _take(fd, self.path, self.name, command, wait_seconds)
         except BaseException:
             os.close(fd)
             raise
@@ -92,7 +132,7 @@ class WriterLock:
         self.release()
 
 
-def _take(fd: int, path: Path, command: str, wait_seconds: float) -> None:
+def _take(fd: int, path: Path, name: str, command: str, wait_seconds: float) -> None:
     """flock ``fd``, trying again until ``wait_seconds`` have passed (a bounded wait)."""
     deadline = time.monotonic() + max(0.0, wait_seconds)
     waiting = False
@@ -110,11 +150,68 @@ def _take(fd: int, path: Path, command: str, wait_seconds: float) -> None:
                             wait_seconds, describe_holder(_read(fd)))  # fmt: skip
             time.sleep(min(_RETRY_SECONDS, left))
     raise WarehouseLocked(
-        f"{describe_holder(_read(fd))} holds the warehouse writers' lock {path}; one writer "
+        f"{describe_holder(_read(fd))} holds {name} {path}; one writer "
         f"at a time, so {command} stops"
         + (f" after waiting {wait_seconds:g} s" if wait_seconds > 0 else "")
         + ". Try again when it has finished, or set run.lock_wait_seconds to wait for it"
     )
+
+
+def lock_beside(store: Path) -> Path:
+    """``<store>.lock`` beside the store's real path: absolute, symlinks resolved.
+
+    ``./w.duckdb`` from one folder, ``/srv/w.duckdb`` from another and a symlink to
+    it all name one lock; a store that does not exist yet has its lock where it will be.
+    """
+    real = Path(os.path.realpath(store))
+    return real.with_name(real.name + ".lock")
+
+
+def warehouse_lock(settings: Settings) -> WriterLock:
+    """The warehouse's writers' lock: ``run.lock_file`` when set, else ``<warehouse>.lock``."""
+    explicit = settings.get_path("run.lock_file")
+    if explicit is not None:
+        return WriterLock(explicit, fix="point run.lock_file at a file in a folder this "
+                          "user can write")  # fmt: skip
+    return WriterLock(
+        lock_beside(settings.require_path("warehouse.path")),
+        fix="writers make it beside the warehouse; make that folder writable, or set "
+        "run.lock_file (CONVO_RUN_LOCK_FILE) to a lock file elsewhere",
+    )
+
+
+def publish_lock(settings: Settings) -> WriterLock:
+    """The published folder's lock, ``publish.lock`` inside ``publish.dir`` (its real path)."""
+    folder = Path(os.path.realpath(settings.require_path("publish.dir")))
+    return WriterLock(folder / PUBLISH_LOCK, name=PUBLISH_LOCK_NAME,
+                      fix="publish.dir must name a folder this user can write")  # fmt: skip
+
+
+def acquire_writer_locks(
+    settings: Settings,
+    command: str,
+    run_id: str | None = None,
+    *,
+    publishes: bool = False,
+) -> list[WriterLock]:
+    """Take every lock ``command`` needs, in one order: the warehouse's, then (when it
+    ``publishes`` a snapshot) the published folder's; the first one is the warehouse's.
+
+    All are taken before anything is written, and always in this order, so two writers
+    never wait for each other in a circle. Each waits up to ``run.lock_wait_seconds``.
+    Raises WarehouseLocked or LockUnavailable with every lock it took let go again.
+    """
+    wanted = [warehouse_lock(settings)] + ([publish_lock(settings)] if publishes else [])
+    wait = settings.get_float("run.lock_wait_seconds")
+    taken: list[WriterLock] = []
+    try:
+        for lock in wanted:
+            taken.append(lock.acquire(command, run_id, wait))
+    except BaseException:
+        for lock in reversed(taken):
+            lock.release()
+        raise
+    return taken
 
 
 def describe_holder(holder: dict[str, object]) -> str:

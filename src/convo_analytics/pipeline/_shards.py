@@ -3,7 +3,8 @@
 Scaling out (issue 19, docs/scale-out.md) runs the nightly steps once per
 workspace, several workspaces at once on different workers. DuckDB allows
 one writing process per file, so each workspace writes its own shard
-(``<warehouse folder>/shards/NAME.duckdb``) under its own writers' lock; the
+(``<warehouse folder>/shards/NAME.duckdb``) under its own writers' lock
+(``NAME.duckdb.lock`` beside it, the rule of every warehouse); the
 steps are the very functions ``convo run`` runs (``pipelines/nightly.py``),
 handed settings narrowed to that workspace. Nothing here schedules, retries
 or limits concurrency: the orchestrator (Dagster, ``pipelines/dagster/``) does.
@@ -25,7 +26,7 @@ from convo_analytics.config import (
     load_workspaces,
     select_workspaces,
 )
-from convo_analytics.pipeline._lock import WriterLock
+from convo_analytics.pipeline._lock import acquire_writer_locks
 from convo_analytics.pipeline._runner import RunContext, Step
 
 __all__ = ["ShardWorkspaces", "run_shard_step", "shard_path", "shard_settings", "shard_workspaces"]
@@ -42,6 +43,8 @@ def shard_settings(settings: Settings, name: str) -> Settings:
     """``settings`` narrowed to workspace ``name``: its ``[[workspaces]]`` entry only, its own
     shard, lock, snapshots and exports, and only its own webhook archives (the flat
     ``webhooks.secret`` and ``run.ingest_paths`` belong to the whole installation).
+    ``run.lock_file`` is emptied: a shard's lock is always its own, beside the shard (a
+    lock file named for the installation would make every shard wait for every other).
 
     Raises ConfigError when no workspace has that name.
     """
@@ -50,7 +53,7 @@ def shard_settings(settings: Settings, name: str) -> Settings:
     folder = db.parent
     overrides: dict[str, object] = {
         "warehouse.path": db,
-        "run.lock_file": folder / f"{name}.lock",
+        "run.lock_file": None,
         "publish.dir": folder / "published" / name,
         "export.dir": folder / "exports" / name,
     }
@@ -76,7 +79,9 @@ def shard_settings(settings: Settings, name: str) -> Settings:
 
 
 def run_shard_step(step: Step, settings: Settings, name: str, run_id: str) -> dict[str, Any]:
-    """Run one nightly step for workspace ``name`` on its shard, under the shard's lock.
+    """Run one nightly step for workspace ``name`` on its shard, under the shard's lock
+    (and, for the snapshot ``publish`` step, its published folder's), taken as every
+    writing command takes them (``acquire_writer_locks``).
 
     Raises what the step raises (StepFailed, UserError, ...), for the orchestrator to
     retry; the lock dies with its holder, so a killed worker never blocks the retry.
@@ -84,13 +89,15 @@ def run_shard_step(step: Step, settings: Settings, name: str, run_id: str) -> di
     narrowed = shard_settings(settings, name)
     db = narrowed.require_path("warehouse.path")
     db.parent.mkdir(parents=True, exist_ok=True)
-    lock = WriterLock(narrowed.require_path("run.lock_file"))
-    lock.acquire(f"{step.name} of workspace {name}", run_id,
-                 narrowed.get_float("run.lock_wait_seconds"))  # fmt: skip
-    with lock:
+    locks = acquire_writer_locks(narrowed, f"{step.name} of workspace {name}", run_id,
+                                 publishes=step.name == "publish")  # fmt: skip
+    try:
         if step.check is not None:
             step.check(narrowed)
         return step.run(RunContext(settings=narrowed, run_id=run_id, db_path=db))
+    finally:
+        for lock in reversed(locks):
+            lock.release()
 
 
 @dataclass(frozen=True)

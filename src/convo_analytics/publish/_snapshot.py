@@ -14,7 +14,8 @@ on Linux leaves open handles working).
 A publish leaves nothing behind when it fails: its own partial files are
 removed at once, whatever the failure (a full disk, a failed ``prepare``, an
 interrupt), and partial files of a killed publish are removed when the next
-one starts (the writers' lock makes sure no other publish is under way).
+one starts (the published folder's lock, ``publish.lock``, which every
+publisher holds, makes sure no other publish into the folder is under way).
 """
 
 from __future__ import annotations
@@ -84,10 +85,11 @@ def publish_snapshot(
 ) -> Snapshot:
     """Copy the warehouse ``con`` has open (for writing) into a new snapshot and point at it.
 
-    The caller holds the warehouse (and the writers' lock), so nothing else
-    writes during the copy. ``prepare`` may change the copy (and only the copy)
-    before readers see it. Raises PublishFailed, with every file it wrote
-    removed and ``CURRENT`` as it was, when the copy cannot be made.
+    The caller holds the warehouse (and the writers' locks: the warehouse's and the
+    published folder's), so nothing else writes during the copy. ``prepare`` may
+    change the copy (and only the copy) before readers see it. Raises PublishFailed,
+    with every file it wrote removed and ``CURRENT`` as it was, when the copy cannot
+    be made.
     """
     if keep < 1:
         raise UserError("keep at least one published snapshot (--keep 1 or more)")
