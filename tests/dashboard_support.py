@@ -1,6 +1,8 @@
-"""A published snapshot of three workspaces, made through the real pipeline: each extracted
-from the sandbox with its own key (under its configured name), their webhook history
-ingested, the transform run, the warehouse published; for the dashboard's tests."""
+"""Published snapshots for the dashboard's tests, made through the real pipeline: three
+workspaces, each extracted from the sandbox with its own key (under its configured name),
+their webhook history ingested, the transform run, the warehouse published; and one
+conversation of hostile end-user text (Markdown and HTML that must show as written), with
+a beacon server that records any request a browser makes for it."""
 
 from __future__ import annotations
 
@@ -44,3 +46,98 @@ def three_workspaces(folder: Path, conversations: int = 120) -> Iterator[tuple[P
     finally:
         con.close()
     yield folder / "published", db
+
+
+# -- hostile input: what end users may write, shown as written -----------------------------------
+
+#: A link that a rendered Markdown would turn into a phishing link (port 9: discard).
+PHISH = "[sign in again](http://127.0.0.1:9/phish)"
+
+
+def hostile_messages(beacon: str) -> list[str]:
+    """What an end user writes: Markdown and HTML that would link, or make the browser fetch
+    ``beacon`` (a URL on 127.0.0.1), if the dashboard rendered it instead of showing it."""
+    return [
+        PHISH,
+        f"![x]({beacon}/beacon.png)",
+        f'<img src="{beacon}/img.png"> <script>fetch("{beacon}/script")</script>',
+        f"I want to buy it, send a quote and a demo: lead@example.com :smile: -> www.example.com"
+        f" ![y]({beacon}/lead.png)",
+    ]
+
+
+def hostile_user(beacon: str) -> str:
+    return f"![u]({beacon}/user.png)"
+
+
+def hostile_source(beacon: str) -> str:
+    return f"[promo](http://127.0.0.1:9/src) <img src={beacon}/source.png>"
+
+
+class Beacon:
+    """An HTTP server on 127.0.0.1 (a free port) that records every request it gets: a
+    browser that rendered an image or ran a script from the data would call it."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.hits: list[str] = []
+        hits = self.hits
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                hits.append(self.path)
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Beacon:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(timeout=10)
+
+
+@contextmanager
+def hostile_snapshot(folder: Path, beacon: str) -> Iterator[tuple[Path, str]]:
+    """(the published folder, the hostile conversation's id): a sandbox's history plus one
+    conversation whose end user wrote :func:`hostile_messages` (with a hostile user id and
+    lead source, and an escalation with a hostile reason and owner), told to the sandbox
+    the way its live API does, one minute after the history ends (the newest conversation);
+    then extracted, its webhooks ingested, transformed and published."""
+    from conftest import UNTIL_MS
+    from transform_support import populate
+
+    sandbox = Sandbox(make_settings(conversations=60, days=10))
+    ws = sandbox.workspace_for(ACME_KEY)
+    assert ws is not None
+    at = UNTIL_MS + 60_000
+    conv = sandbox.live.open(ws, external_user_id=hostile_user(beacon), channel="web",
+                             metadata={"source": hostile_source(beacon)}, locale="en-US",
+                             now=at)  # fmt: skip
+    for step, text in enumerate(hostile_messages(beacon), start=1):
+        sandbox.live.message(ws, conv, text=text, channel="web", locale="en-US",
+                             now=at + step * 60_000)  # fmt: skip
+    ws.change(conv, lambda c: ws.activity.escalate(
+        c, at + 600_000, reason_code="[r](http://127.0.0.1:9/r)", destination="helpdesk",
+        owner=f"![o]({beacon}/owner.png)", priority="normal", origin="manual",
+    )[1])  # fmt: skip
+    db = folder / "w.duckdb"
+    with ServerThread(create_app(sandbox)) as server:
+        populate(sandbox, server.url, ACME_KEY, db, ("UTC",))
+    con = open_warehouse(db)
+    try:
+        publish_snapshot(con, db, folder / "published")
+    finally:
+        con.close()
+    yield folder / "published", conv.id

@@ -1,7 +1,9 @@
 """The served app in a real headless browser: Debian's chromium, driven by playwright.
 
 Every page is loaded from `convo dashboard` over HTTP on 127.0.0.1 and saved
-as a screenshot under data/test-artifacts/screenshots/ (git-ignored).
+as a screenshot under data/test-artifacts/screenshots/ (git-ignored). A
+snapshot of hostile end-user text is shown as written, and the browser
+fetches nothing it names (decision D-DASH-TEXT).
 """
 
 from __future__ import annotations
@@ -15,12 +17,21 @@ from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from convo_analytics.publish import publish_snapshot
 from convo_analytics.warehouse import open_warehouse
+from dashboard_support import (
+    PHISH,
+    Beacon,
+    hostile_messages,
+    hostile_snapshot,
+    hostile_source,
+    hostile_user,
+)
 from process_support import free_port
 from transform_support import populated_sandbox
 
@@ -206,3 +217,117 @@ def test_stopping_the_dashboard_command_stops_its_server(tmp_path: Path) -> None
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# -- hostile end-user text --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hostile_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The dashboard over a snapshot holding a conversation of hostile text whose images and
+    scripts point at a beacon server on 127.0.0.1 (which records any request)."""
+    folder = tmp_path_factory.mktemp("hostile-browser")
+    with Beacon() as beacon, hostile_snapshot(folder, beacon.url) as (published, cid):
+        port = free_port()
+        proc = _start_dashboard(port, published)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_healthy(url, proc)
+            yield {"url": url, "beacon": beacon, "conversation": cid}
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _tooltips_over_bars(page: Any, chart: Any) -> list[str]:
+    """Hover each bar of a horizontal bar chart (bars start at the plot's left edge, one
+    ``BAR_HEIGHT`` row each) and return the tooltips' HTML; bounded in moves."""
+    from convo_analytics.dashboard._charts import BAR_HEIGHT
+
+    box = chart.locator("canvas, svg").first.bounding_box()
+    assert box is not None
+    tooltip = page.locator("#vg-tooltip-element")
+    first_row = box["y"] + BAR_HEIGHT / 2
+    left = None
+    for step in range(int(box["width"] // 6)):  # find the plot's left edge on the first bar
+        page.mouse.move(box["x"] + step * 6, first_row)
+        page.wait_for_timeout(30)
+        if tooltip.count() and tooltip.first.is_visible():
+            left = box["x"] + step * 6 + 2
+            break
+    assert left is not None, "no bar answered the mouse"
+    seen = []
+    for row in range(int(box["height"] // BAR_HEIGHT)):
+        page.mouse.move(left, box["y"] + BAR_HEIGHT * row + BAR_HEIGHT / 2)
+        page.wait_for_timeout(120)
+        if tooltip.count() and tooltip.first.is_visible():
+            seen.append(tooltip.first.inner_html())
+    return seen
+
+
+def _elsewhere(page: Any, url: str) -> list[str]:
+    """The links and images on the page that lead anywhere but the dashboard itself."""
+    found: list[str] = page.eval_on_selector_all(
+        "a[href], img[src], script[src], iframe[src]",
+        "els => els.map(e => e.href || e.src)",
+    )
+    return [u for u in found if urlsplit(u).scheme in ("http", "https", "mailto")
+            and not u.startswith(url + "/") and u != url]  # fmt: skip
+
+
+def test_end_user_text_shows_as_written_and_the_browser_fetches_nothing_it_names(
+    hostile_served: dict[str, Any],
+) -> None:
+    """Markdown links and images, HTML images and scripts in what an end user wrote show as
+    those characters on Conversations (and in chart tooltips): chromium requests nothing
+    but the dashboard itself, and the beacon they name is never called."""
+    from playwright.sync_api import sync_playwright
+
+    url, beacon = hostile_served["url"], hostile_served["beacon"]
+    dashboard = urlsplit(url).netloc
+    requested: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium(),
+            # nothing may leave this machine, whatever the page asks for
+            args=[*CHROMIUM_FLAGS, "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"],
+        )
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.on("request", lambda request: requested.append(request.url))
+            page.route(lambda u: urlsplit(u).hostname != "127.0.0.1", lambda r: r.abort())
+            page.goto(f"{url}/conversations", wait_until="domcontentloaded", timeout=60_000)
+            settle(page, "Conversations")
+            shown = page.locator("[data-testid='stText']").all_inner_texts()
+            for message in hostile_messages(beacon.url):
+                assert message in shown, (message, shown)
+            captions = " ".join(page.locator("[data-testid='stCaptionContainer']")
+                                .all_inner_texts())  # fmt: skip
+            assert f"end user {hostile_user(beacon.url)}" in captions
+            assert page.get_by_text(PHISH, exact=True).count() >= 1
+            assert _elsewhere(page, url) == []  # no link to follow, no image to fetch
+            page.screenshot(path=str(SHOTS / "hostile-conversation.png"), full_page=True)
+            for path, title in PAGES:  # every page, with that conversation in the data
+                page.goto(f"{url}/{path}", wait_until="domcontentloaded", timeout=60_000)
+                settle(page, title)
+                assert page.locator("[data-testid='stException']").count() == 0, path
+                assert _elsewhere(page, url) == [], path
+            page.goto(f"{url}/", wait_until="domcontentloaded", timeout=60_000)
+            settle(page, "Overview")
+            page.get_by_text("Source", exact=True).click()  # the breakdown by lead source
+            settle(page, "Overview")
+            bars = page.locator("[data-testid='stVegaLiteChart']").nth(1)
+            tips = _tooltips_over_bars(page, bars)
+            source = hostile_source(beacon.url)
+            assert any(source.replace("<", "&lt;").replace(">", "&gt;") in t for t in tips), tips
+            assert page.locator("#vg-tooltip-element img").count() == 0
+            page.screenshot(path=str(SHOTS / "hostile-tooltip.png"), full_page=True)
+        finally:
+            browser.close()
+    assert beacon.hits == [], beacon.hits
+    left = [u for u in requested if urlsplit(u).scheme in ("http", "https", "ws", "wss")
+            and urlsplit(u).netloc != dashboard]  # fmt: skip
+    assert left == [], left

@@ -24,11 +24,15 @@ from convo_analytics.dashboard._notebooks import (
     schema,
 )
 from convo_analytics.dashboard._queries import Filters
+from convo_analytics.dashboard._text import plain
 from convo_analytics.dashboard._views import (
+    Known,
     Slice,
     drill_from_selection,
     filters_from_params,
+    filters_from_url,
     filters_to_params,
+    page_from_url,
     slice_from_params,
     slice_to_params,
 )
@@ -65,6 +69,85 @@ def test_every_table_gets_the_workspace_by_name() -> None:
 def test_a_bad_url_value_falls_back_to_the_default(params: dict[str, list[str]]) -> None:
     got = filters_from_params(params, DEFAULT)
     assert (got.first, got.last, got.tz) == (DEFAULT.first, DEFAULT.last, DEFAULT.tz)
+
+
+KNOWN = Known(date(2026, 10, 1), date(2026, 11, 24), ("sms", "web"), {"ws_a": "brand-a"},
+              ("UTC", "Europe/Berlin"))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("params", "shown", "note"),
+    [
+        ({"to": ["2026-11-30"]}, (date(2026, 10, 26), date(2026, 11, 24)),
+         "?to=2026-11-30 is after the last day with data (2026-11-24): showing up to 2026-11-24."),
+        ({"from": ["2020-01-01"], "to": ["2026-11-10"]}, (date(2026, 10, 1), date(2026, 11, 10)),
+         "?from=2020-01-01 is before the first day with data (2026-10-01): showing from "
+         "2026-10-01."),
+        ({"to": ["2026-11-10"]}, (date(2026, 10, 12), date(2026, 11, 10)), None),
+        ({"from": ["2026-11-20"]}, (date(2026, 11, 20), date(2026, 11, 24)), None),
+        ({"from": ["2026-13-45"]}, (date(2026, 10, 26), date(2026, 11, 24)),
+         "?from=2026-13-45 is not a date (YYYY-MM-DD): ignored."),
+        ({"from": ["2026-11-20"], "to": ["2026-11-10"]}, (date(2026, 10, 26), date(2026, 11, 24)),
+         "?from=2026-11-20 is after ?to=2026-11-10: showing 2026-10-26 to 2026-11-24 instead."),
+    ],
+)  # fmt: skip
+def test_url_days_are_clamped_to_the_data_with_a_note(
+    params: dict[str, list[str]], shown: tuple[date, date], note: str | None
+) -> None:
+    got, notes = filters_from_url(params, KNOWN)
+    assert (got.first, got.last) == shown
+    assert notes == ([note] if note else [])
+
+
+def test_url_values_the_data_lacks_are_dropped_with_a_note() -> None:
+    got, notes = filters_from_url({"channel": ["sms,nonexistent"], "workspace": ["brand-a"],
+                                   "tz": ["Mars/" + "x" * 5000]}, KNOWN)  # fmt: skip
+    assert (got.channels, got.workspace, got.tz) == (("sms",), "ws_a", "UTC")  # a name: its id
+    assert notes[0].endswith("is not one of the dashboard's time zones: showing UTC.")
+    assert notes[1] == "?channel=nonexistent: the data has no such channel; ignored."
+    got, notes = filters_from_url({"workspace": ["[x](http://127.0.0.1:9/)"]}, KNOWN)
+    assert got.workspace is None
+    assert notes == ["?workspace=` [x](http://127.0.0.1:9/) `: the data has no such workspace; "
+                     "showing all workspaces."]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "page", "noted"),
+    [("3", 3, False), ("abc", 1, True), ("²", 1, True), ("0", 1, True), ("-2", 1, True),
+     ("9" * 5000, 10**9, False), ("007", 7, False)],
+)  # fmt: skip
+def test_a_page_number_from_the_url_never_raises(text: str, page: int, noted: bool) -> None:
+    assert page_from_url({"page": [text]}) == (
+        page,
+        [f"?page={plain(text)} is not a page number: showing page 1."] if noted else [],
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("resolved", "resolved"),
+        ("en-US", "en-US"),
+        ("2026-11-30", "2026-11-30"),
+        ("Europe/Berlin", "Europe/Berlin"),
+        ("pii.email", "pii.email"),
+        ("[sign in again](http://127.0.0.1:9/)", "` [sign in again](http://127.0.0.1:9/) `"),
+        ("![x](http://127.0.0.1:9/b.png)", "` ![x](http://127.0.0.1:9/b.png) `"),
+        ("<img src=x>", "` <img src=x> `"),
+        ("www.example.com", "` www.example.com `"),
+        ("a -> b", "` a -> b `"),
+        (":smile:", "` :smile: `"),
+        ("two\nlines", "two lines"),
+        ("a\n# heading", "` a # heading `"),
+        ("`code` and ``more``", "``` `code` and ``more`` ```"),
+        (":material/home:", "` :\u200bmaterial/home: `"),
+        ("x" * 100, "` " + "x" * 79 + "… `"),
+        ("", ""),
+        (None, ""),
+    ],
+)  # fmt: skip
+def test_text_from_the_data_is_made_plain_for_markdown(value: object, shown: str) -> None:
+    assert plain(value) == shown
 
 
 def test_a_slice_round_trips_and_bad_values_are_dropped() -> None:

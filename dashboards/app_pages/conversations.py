@@ -1,5 +1,8 @@
 """Conversations: a slice of conversations (from a chart's click, the URL or the widgets),
-searched and paged, and one conversation's transcript with its traces."""
+searched and paged, and one conversation's transcript with its traces.
+
+What end users wrote is shown as text: messages with ``st.text``, values inside our own
+sentences through ``_text.plain`` (decision D-DASH-TEXT)."""
 
 from __future__ import annotations
 
@@ -13,13 +16,21 @@ from convo_analytics.dashboard._conversations import PAGE_SIZES
 from convo_analytics.dashboard._queries import STATUSES
 from convo_analytics.dashboard._session import (
     filters,
+    known,
     params,
     query,
     require_snapshot,
     show_table,
     write_params,
 )
-from convo_analytics.dashboard._views import SLICE_PARAMS, slice_from_params, slice_to_params
+from convo_analytics.dashboard._text import plain
+from convo_analytics.dashboard._views import (
+    SLICE_PARAMS,
+    conversation_from_url,
+    page_from_url,
+    slice_from_url,
+    slice_to_params,
+)
 
 
 def _local(moment: datetime | None, tz: str, *, seconds: bool = False) -> str:
@@ -33,23 +44,35 @@ def _word(value: bool | None) -> str:
     return "any" if value is None else "yes" if value else "no"
 
 
+def _settled(url_changed: bool) -> None:
+    """Remember the URL as this run left it (a later change of it drives the widgets), and
+    tie the notes the URL gave to it (they are said until it changes)."""
+    st.session_state["_conv_url"] = {k: params().get(k) for k in seen}
+    if url_changed:
+        st.session_state["_conv_notes_url"] = st.session_state["_conv_url"]
+
+
 snap = require_snapshot()
 f = filters()
 st.title("Conversations")
 url = params()
-from_url = slice_from_params(url)
+data = known(snap)
+from_url, notes = slice_from_url(url, (data.first_day, data.last_day))
+asked_page, page_notes = page_from_url(url)
+asked_conversation, id_notes = conversation_from_url(url)
 # The URL drives the widgets when it changed since they last took it (a chart's click, a
 # pasted link); otherwise the widgets drive the URL.
 seen = {k: url.get(k) for k in (*SLICE_PARAMS, "page", "conversation")}
 url_changed = st.session_state.get("_conv_url") != seen
+notes_box = st.empty()  # what the URL asked for that was dropped or clamped, said here
 if url_changed:
     st.session_state["conv_status"] = list(from_url.statuses)
     st.session_state["conv_escalated"] = _word(from_url.escalated)
     st.session_state["conv_flagged"] = _word(from_url.flagged)
     st.session_state["conv_search"] = from_url.search
-    page_number = (url.get("page") or ["1"])[-1]
-    st.session_state["conv_page"] = int(page_number) if page_number.isdigit() else 1
-    st.session_state["_conv_pick"] = (url.get("conversation") or [None])[-1]
+    st.session_state["conv_page"] = asked_page
+    st.session_state["_conv_pick"] = asked_conversation
+    st.session_state["_conv_notes"] = [*notes, *page_notes, *id_notes]
 
 if from_url.drilled:
     chips = " · ".join(from_url.chips())
@@ -83,6 +106,16 @@ if wanted != from_url:
 result = query(
     snap, "conversation_page", f, wanted, st.session_state.get("conv_page", 1), page_size
 )
+if url_changed and asked_page > result.pages:
+    st.session_state["_conv_notes"].append(
+        f"?page={plain((url.get('page') or [''])[-1].strip())} is past the last page "
+        f"({result.pages:,}): showing page {result.pages:,}."
+    )
+said = st.session_state.get("_conv_notes") or []
+if said and (url_changed or (st.session_state.get("_conv_notes_url") == seen
+                             and wanted == from_url)):  # fmt: skip
+    notes_box.info("This link's view was adjusted:  \n" + "  \n".join(said),
+                   icon=":material/link:")  # fmt: skip
 if result.pages > 1:
     st.session_state["conv_page"] = result.page  # within the pages there are now
     st.number_input(
@@ -114,7 +147,7 @@ state = {
 }
 if not shown:
     write_params(state, keep_others=True, owned=(*SLICE_PARAMS, "page", "conversation"))
-    st.session_state["_conv_url"] = {k: params().get(k) for k in seen}
+    _settled(url_changed)
     st.stop()
 
 st.subheader("Transcript")
@@ -126,38 +159,38 @@ picked = st.selectbox(
 )
 state["conversation"] = picked
 write_params(state, keep_others=True, owned=(*SLICE_PARAMS, "page", "conversation"))
-st.session_state["_conv_url"] = {k: params().get(k) for k in seen}
+_settled(url_changed)
 st.session_state["_conv_pick"] = picked
 workspace_of = dict(zip(ids, result.rows["workspace_id"].to_list(), strict=True))
 detail = query(snap, "transcript", picked, workspace_of.get(picked, f.workspace))
 if not detail["conversation"].height:
-    st.info(f"Conversation {picked} is not in this snapshot.")
+    st.info(f"Conversation {plain(picked)} is not in this snapshot.")
     st.stop()
 facts = detail["conversation"].to_dicts()[0]
 cols = st.columns(4)
-cols[0].metric("Status", facts["status"])
-cols[1].metric("Channel", facts["channel"])
+cols[0].metric("Status", plain(facts["status"]))
+cols[1].metric("Channel", plain(facts["channel"]))
 cols[2].metric("Escalations", facts["escalations"])
 cols[3].metric("Guardrail triggers", facts["guardrail_triggers"])
 st.caption(
-    f"{picked} · end user {facts['external_user_id']} · started "
+    f"{plain(picked)} · end user {plain(facts['external_user_id'])} · started "
     f"{_local(facts['started_at'], f.tz)} ({f.tz})"
 )
 for message in detail["messages"].iter_rows(named=True):
     role = {"user": "user", "assistant": "assistant"}.get(message["role"], "ai")
     with st.chat_message(role):
-        st.markdown(message["text"] or "")
+        st.text(message["text"] or "")  # what was said, as it was said: no Markdown
         when = _local(message["created_at"], f.tz, seconds=True)
         if message["role"] == "assistant":
-            flags = ", ".join(message["policy_flags"] or []) or "none"
+            flags = ", ".join(plain(flag) for flag in message["policy_flags"] or []) or "none"
             confidence = message["confidence"]
             st.caption(
-                f"{when} · {message['latency_ms']} ms · tier {message['model_tier']} · "
+                f"{when} · {message['latency_ms']} ms · tier {plain(message['model_tier'])} · "
                 f"confidence {'–' if confidence is None else f'{confidence:.2f}'} · "
-                f"flags {flags} · source {message['knowledge_source'] or '–'}"
+                f"flags {flags} · source {plain(message['knowledge_source']) or '–'}"
             )
         else:
-            st.caption(f"{when} · {message['role']}")
+            st.caption(f"{when} · {plain(message['role'])}")
 show_table(detail["messages"], f"transcript_{picked}", f.tz)
 if detail["escalations"].height:
     st.markdown("**Escalations**")

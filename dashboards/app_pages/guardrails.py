@@ -18,6 +18,7 @@ from convo_analytics.dashboard._session import (
     require_snapshot,
     show_table,
 )
+from convo_analytics.dashboard._text import plain
 from convo_analytics.export import FORMATS, export_guardrails, warehouse_workspaces
 
 snap = require_snapshot()
@@ -69,6 +70,6 @@ if st.button("Prepare the export", key="export_prepare"):
         }
         st.session_state["export_manifest"] = result.manifest
 for name, data in st.session_state.get("export_files", {}).items():
-    st.download_button(f"Download {name}", data, file_name=name, key=f"export_{name}")
+    st.download_button(f"Download {plain(name)}", data, file_name=name, key=f"export_{name}")
 if "export_manifest" in st.session_state:
     st.json(st.session_state["export_manifest"], expanded=False)

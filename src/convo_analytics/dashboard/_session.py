@@ -37,8 +37,10 @@ from convo_analytics.dashboard._queries import Filters
 from convo_analytics.dashboard._views import (
     SLICE_PARAMS,
     Drill,
+    Known,
+    default_filters,
     drill_from_selection,
-    filters_from_params,
+    filters_from_url,
     filters_to_params,
     slice_to_params,
 )
@@ -206,51 +208,61 @@ def require_snapshot() -> Snapshot:
     return snap
 
 
-def _default_filters(first_day: date, last_day: date) -> Filters:
-    return Filters(max(first_day, last_day - timedelta(days=29)), last_day)
+def known(snap: Snapshot) -> Known:
+    """What the snapshot holds that a URL's filters are checked against (its days,
+    channels and workspaces) and the time zones the dashboard offers."""
+    span = query(snap, "data_range")
+    assert span is not None
+    first_day, last_day = span
+    return Known(first_day, last_day, tuple(query(snap, "channels")),
+                 query(snap, "workspace_names"), ZONES)  # fmt: skip
 
 
-def _known_workspace(names: dict[str, str], wanted: str | None) -> str:
-    """The workspace id a URL names by id or by name ("": all, also for one not known)."""
-    if wanted in names:
-        return wanted
-    return next((ws for ws, name in names.items() if wanted is not None and name == wanted), "")
+def _within(value: Any, low: date, high: date) -> Any:
+    """A date input's value (a day or a tuple of days) clamped to what it accepts."""
+    if isinstance(value, tuple | list):
+        return tuple(_within(day, low, high) for day in value)
+    return min(max(value, low), high) if isinstance(value, date) else value
 
 
 def sidebar_filters(snap: Snapshot | None) -> Filters | None:
     """The global filters (workspace, date range, time zone, channels), kept across pages
     and in the URL: a session opened from a URL starts with the filters its query string
-    names."""
+    names, checked against the data (``_views.filters_from_url``); what was dropped or
+    clamped is said above the page until the filters change."""
     if snap is None or query(snap, "is_empty"):
         return None
-    span = query(snap, "data_range")
-    assert span is not None
-    first_day, last_day = span
-    default = _default_filters(first_day, last_day)
-    known = query(snap, "channels")
-    names: dict[str, str] = query(snap, "workspace_names")
+    data = known(snap)
+    names = dict(data.workspaces or {})
+    lowest, highest = data.first_day - timedelta(days=366), data.last_day + timedelta(days=1)
     if "filter_range" not in st.session_state:  # a new session: the URL's view, if any
-        from_url = filters_from_params(_params(), default)
+        from_url, notes = filters_from_url(_params(), data)
         st.session_state["filter_range"] = (from_url.first, from_url.last)
-        st.session_state["filter_tz"] = from_url.tz if from_url.tz in ZONES else "UTC"
-        st.session_state["filter_channels"] = [c for c in from_url.channels if c in known]
-        st.session_state["filter_workspace"] = _known_workspace(names, from_url.workspace)
-    if st.session_state.get("filter_workspace", "") not in ("", *names):  # a new snapshot
+        st.session_state["filter_tz"] = from_url.tz
+        st.session_state["filter_channels"] = list(from_url.channels)
+        st.session_state["filter_workspace"] = (from_url.workspace or "") if len(names) > 1 else ""
+        st.session_state["_url_notes"] = (notes, None)
+    else:  # a new snapshot may hold other days than the widget's value
+        current = st.session_state["filter_range"]
+        if _within(current, lowest, highest) != current:
+            st.session_state["filter_range"] = _within(current, lowest, highest)
+    if st.session_state.get("filter_workspace") not in ("", *names):  # a new snapshot
         st.session_state["filter_workspace"] = ""
+    held = [c for c in st.session_state.get("filter_channels", []) if c in data.channels]
+    if held != st.session_state.get("filter_channels", []):  # a new snapshot
+        st.session_state["filter_channels"] = held
     if "_pending_channels" in st.session_state:  # a chart's click picked a channel
         st.session_state["filter_channels"] = [
-            c for c in st.session_state.pop("_pending_channels") if c in known
+            c for c in st.session_state.pop("_pending_channels") if c in data.channels
         ]
     with st.sidebar:
         st.caption(_snapshot_caption(snap))
         picked = st.date_input(
-            "Date range",
-            min_value=first_day - timedelta(days=366),
-            max_value=last_day + timedelta(days=1),
-            key="filter_range",
+            "Date range", min_value=lowest, max_value=highest, key="filter_range"
         )
         tz = st.selectbox("Time zone", ZONES, key="filter_tz")
-        chosen = st.multiselect("Channels", known, key="filter_channels", placeholder="all")
+        chosen = st.multiselect("Channels", data.channels, key="filter_channels",
+                                placeholder="all")  # fmt: skip
         workspace = st.selectbox(
             "Workspace",
             ["", *names] if len(names) > 1 else [""],
@@ -260,14 +272,32 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
             help="Every page's figures, tables and downloads are this workspace's; "
             "all workspaces are summed (the Workspaces page compares them).",
         )
+    default = default_filters(data.first_day, data.last_day)
     days: list[Any] = list(picked) if isinstance(picked, tuple) else [picked]
     days = [d for d in days if isinstance(d, date)] or [default.first, default.last]
     first, last = days[0], days[-1]  # one day while the user is mid-way through picking
     f = Filters(first, last, str(tz), tuple(chosen), str(workspace) if workspace else None)
+    _url_notes(f)
     write_params(
         filters_to_params(f), keep_others=True, owned=("from", "to", "tz", "channel", "workspace")
     )
     return f
+
+
+def _url_notes(f: Filters) -> None:
+    """Say above the page what the URL asked for that the data does not have, as long as
+    the filters are the ones the URL was read into (a change of filters ends the notes)."""
+    notes, shown_for = st.session_state.get("_url_notes", ([], None))
+    if not notes:
+        return
+    if shown_for is None:  # the run that read the URL: these filters are its reading
+        shown_for = f
+        st.session_state["_url_notes"] = (notes, f)
+    if shown_for != f:
+        st.session_state["_url_notes"] = ([], None)
+        return
+    st.info("This link's view was adjusted to the data:  \n" + "  \n".join(notes),
+            icon=":material/link:")  # fmt: skip
 
 
 def filters() -> Filters:
@@ -398,6 +428,7 @@ __all__ = [
     "connection",
     "download",
     "filters",
+    "known",
     "named",
     "open_conversations",
     "params",

@@ -5,8 +5,12 @@ string through :func:`filters_from_params` and :func:`slice_from_params`, and
 write it back with :func:`filters_to_params` and :func:`slice_to_params`, so
 that any view (page, date range, time zone, channels, the slice a chart click
 opened, a search, the chosen conversation) can be bookmarked or sent, and
-opening the URL restores it. Values that do not parse are ignored (the
-default is used), never an error: a URL is user input.
+opening the URL restores it. A URL is user input: a value that does not
+parse, names nothing in the data or lies outside it is dropped or clamped
+(:func:`filters_from_url`, :func:`slice_from_url`, :func:`page_from_url`),
+never an error, and each such change comes back as a note the page shows
+(decision D-VIEW-URL); a value quoted in a note goes through
+``_text.plain`` (decision D-DASH-TEXT).
 
 Query parameters: ``from``, ``to`` (YYYY-MM-DD), ``tz``, ``channel``
 (repeated) and ``workspace`` (its id; a name is accepted too) for every
@@ -18,22 +22,33 @@ on Explore ``notebook``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from convo_analytics.dashboard._queries import STATUSES, Filters
+from convo_analytics.dashboard._text import plain
 from convo_analytics.transform import STEPS
 
 __all__ = [
+    "DEFAULT_DAYS",
+    "MAX_ID",
+    "MAX_SEARCH",
     "Drill",
+    "Known",
     "Slice",
+    "conversation_from_url",
+    "default_filters",
     "drill_from_selection",
     "filters_from_params",
+    "filters_from_url",
     "filters_to_params",
+    "page_from_url",
     "slice_from_params",
+    "slice_from_url",
     "slice_to_params",
 ]
 
@@ -70,7 +85,8 @@ class Slice:
     search: str = ""
 
     def chips(self) -> list[str]:
-        """The slice in words, one chip per condition (for the page to show)."""
+        """The slice in words, one chip per condition (for the page to show, as Markdown:
+        the values, which a URL may carry, are quoted with ``_text.plain``)."""
         out = []
         if self.day:
             what = "started" if self.basis == "started" else f"with {self.basis}"
@@ -78,7 +94,7 @@ class Slice:
         for name in ("locale", "intent", "source", "flag", "tier", "step"):
             value = getattr(self, name)
             if value is not None:
-                out.append(f"{name}: {value}")
+                out.append(f"{name}: {plain(value)}")
         if self.band is not None:
             out.append(f"a response with confidence {self.band:.1f}–{self.band + 0.1:.1f}")
         if self.below is not None:
@@ -100,6 +116,17 @@ class Slice:
                      search=self.search)  # fmt: skip
 
 
+#: How long a search (``q``) may be; a longer one is cut.
+MAX_SEARCH = 200
+#: How long a conversation id (``conversation``) may be; a longer one names none.
+MAX_ID = 200
+#: The default range: the last this many days with data.
+DEFAULT_DAYS = 30
+#: A page number has at most this many digits (more: past any last page).
+_PAGE_DIGITS = 9
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def _one(params: Params, name: str) -> str | None:
     values = params.get(name) or ()
     value = values[-1] if values else None
@@ -108,7 +135,7 @@ def _one(params: Params, name: str) -> str | None:
 
 def _day(text: str | None) -> date | None:
     try:
-        return date.fromisoformat(text) if text else None
+        return date.fromisoformat(text) if text and len(text) <= 32 else None
     except ValueError:
         return None
 
@@ -119,20 +146,25 @@ def _bool(text: str | None) -> bool | None:
 
 def _float(text: str | None, low: float, high: float) -> float | None:
     try:
-        value = float(text) if text else None
+        value = float(text) if text and len(text) <= 32 else None
     except ValueError:
         return None
     return value if value is not None and low <= value <= high else None
 
 
 def _zone(text: str | None) -> str | None:
-    if not text:
+    if not text or len(text) > 64:
         return None
     try:
         ZoneInfo(text)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         return None
     return text
+
+
+def _said(name: str, value: str) -> str:
+    """How a note quotes what the URL said: ``?name=value`` (the value as text)."""
+    return f"?{name}={plain(value)}"
 
 
 def filters_from_params(params: Params, default: Filters) -> Filters:
@@ -141,7 +173,12 @@ def filters_from_params(params: Params, default: Filters) -> Filters:
     last = _day(_one(params, "to")) or default.last
     if last < first:
         first, last = default.first, default.last
-    channels = tuple(
+    return Filters(first, last, _zone(_one(params, "tz")) or default.tz, _channels(params),
+                   _one(params, "workspace") or default.workspace)  # fmt: skip
+
+
+def _channels(params: Params) -> tuple[str, ...]:
+    return tuple(
         dict.fromkeys(
             part.strip()
             for value in params.get("channel") or ()
@@ -149,8 +186,97 @@ def filters_from_params(params: Params, default: Filters) -> Filters:
             if part.strip()
         )
     )
-    return Filters(first, last, _zone(_one(params, "tz")) or default.tz, channels,
-                   _one(params, "workspace") or default.workspace)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What a URL's filters are checked against: the data's first and last day, its
+    channels, its workspaces (id -> name) and the time zones the dashboard offers."""
+
+    first_day: date
+    last_day: date
+    channels: tuple[str, ...] = ()
+    workspaces: Mapping[str, str] | None = None
+    zones: tuple[str, ...] = ("UTC",)
+
+
+def default_filters(first_day: date, last_day: date) -> Filters:
+    """The view without a URL: the last ``DEFAULT_DAYS`` days with data."""
+    return Filters(max(first_day, last_day - timedelta(days=DEFAULT_DAYS - 1)), last_day)
+
+
+def _url_day(params: Params, name: str, known: Known, notes: list[str]) -> date | None:
+    """The day ``?name=`` gives, clamped to the data's days (None: absent or not a day)."""
+    text = _one(params, name)
+    if text is None:
+        return None
+    day = _day(text)
+    if day is None:
+        notes.append(f"{_said(name, text)} is not a date (YYYY-MM-DD): ignored.")
+        return None
+    shown = "showing from" if name == "from" else "showing up to"
+    if day < known.first_day:
+        notes.append(f"{_said(name, text)} is before the first day with data "
+                     f"({known.first_day}): {shown} {known.first_day}.")  # fmt: skip
+        return known.first_day
+    if day > known.last_day:
+        notes.append(f"{_said(name, text)} is after the last day with data "
+                     f"({known.last_day}): {shown} {known.last_day}.")  # fmt: skip
+        return known.last_day
+    return day
+
+
+def _workspace_of(names: Mapping[str, str], wanted: str) -> str | None:
+    """The workspace id a URL names by id or by name (None: no such workspace)."""
+    if wanted in names:
+        return wanted
+    return next((ws for ws, name in names.items() if name == wanted), None)
+
+
+def filters_from_url(params: Params, known: Known) -> tuple[Filters, list[str]]:
+    """The global filters a URL names, checked against the data, and a note (Markdown, its
+    quoted values as text) for each value that was dropped or changed.
+
+    Days outside the data are clamped to its first or last day; a value that is not
+    a day is ignored; a range whose start is after its end is the default range. A
+    channel the data does not hold is dropped, as are a workspace it does not hold
+    (all workspaces) and a time zone the dashboard does not offer (UTC).
+    """
+    notes: list[str] = []
+    default = default_filters(known.first_day, known.last_day)
+    first = _url_day(params, "from", known, notes)
+    last = _url_day(params, "to", known, notes)
+    if first is not None and last is not None and first > last:
+        notes.append(f"{_said('from', _one(params, 'from') or '')} is after "
+                     f"{_said('to', _one(params, 'to') or '')}: showing {default.first} to "
+                     f"{default.last} instead.")  # fmt: skip
+        first, last = default.first, default.last
+    elif last is None:
+        first, last = first or default.first, default.last
+    elif first is None:  # an end alone: the default length of range up to it
+        first = max(known.first_day, last - timedelta(days=DEFAULT_DAYS - 1))
+    assert first is not None
+    tz = "UTC"
+    wanted_tz = _one(params, "tz")
+    if wanted_tz is not None:
+        if wanted_tz in known.zones:
+            tz = wanted_tz
+        else:
+            notes.append(f"{_said('tz', wanted_tz)} is not one of the dashboard's time zones: "
+                         "showing UTC.")  # fmt: skip
+    wanted_channels = _channels(params)
+    channels = tuple(c for c in wanted_channels if c in known.channels)
+    for unknown in (c for c in wanted_channels if c not in known.channels):
+        rest = "ignored" if channels else "showing all channels"
+        notes.append(f"{_said('channel', unknown)}: the data has no such channel; {rest}.")
+    workspace = None
+    wanted_ws = _one(params, "workspace")
+    if wanted_ws is not None:
+        workspace = _workspace_of(known.workspaces or {}, wanted_ws)
+        if workspace is None:
+            notes.append(f"{_said('workspace', wanted_ws)}: the data has no such workspace; "
+                         "showing all workspaces.")  # fmt: skip
+    return Filters(first, last, tz, channels, workspace), notes
 
 
 def filters_to_params(f: Filters) -> dict[str, str | list[str]]:
@@ -170,26 +296,96 @@ SLICE_PARAMS = ("day", "basis", "locale", "intent", "source", "status", "escalat
 
 
 def slice_from_params(params: Params) -> Slice:
+    return slice_from_url(params)[0]
+
+
+def slice_from_url(
+    params: Params, span: tuple[date, date] | None = None
+) -> tuple[Slice, list[str]]:
+    """The slice a URL names, and a note (Markdown, its quoted values as text) for each
+    value that was dropped or cut: one that does not parse or is not offered, a day
+    outside the data's ``span`` (first and last day, when given), a search longer
+    than ``MAX_SEARCH``."""
+    notes: list[str] = []
+
+    def dropped(name: str, text: str, why: str) -> None:
+        notes.append(f"{_said(name, text)} {why}: ignored.")
+
+    day_text = _one(params, "day")
+    day = _day(day_text)
+    if day_text is not None and day is None:
+        dropped("day", day_text, "is not a date (YYYY-MM-DD)")
+    elif day is not None and span is not None and not span[0] <= day <= span[1]:
+        dropped("day", day_text or "", f"is outside the data ({span[0]} to {span[1]})")
+        day = None
     basis = _one(params, "basis")
+    if basis is not None and basis not in BASES:
+        dropped("basis", basis, f"is not one of {', '.join(BASES)}")
+    statuses: list[str] = []
+    for value in params.get("status") or ():
+        for status in (s.strip() for s in value.split(",")):
+            if status in STATUSES:
+                statuses.append(status)
+            elif status:
+                dropped("status", status, f"is not a status ({', '.join(STATUSES)})")
+    flags: dict[str, bool | None] = {}
+    for name in ("escalated", "flagged"):
+        text = _one(params, name)
+        flags[name] = _bool(text)
+        if text is not None and flags[name] is None:
+            dropped(name, text, "is not yes or no")
+    bounds: dict[str, float | None] = {}
+    for name, low, high in (("band", 0.0, 0.9), ("below", 0.0, 1.0)):
+        text = _one(params, name)
+        bounds[name] = _float(text, low, high)
+        if text is not None and bounds[name] is None:
+            dropped(name, text, f"is not a number from {low:g} to {high:g}")
     step = _one(params, "step")
-    statuses = tuple(s for v in params.get("status") or () for s in v.split(",")
-                     if s in STATUSES)  # fmt: skip
-    return Slice(
-        day=_day(_one(params, "day")),
-        basis=basis if basis in BASES else "started",
+    if step is not None and step not in STEP_NAMES:
+        dropped("step", step, "is not a funnel step")
+    search = _one(params, "q") or ""
+    if len(search) > MAX_SEARCH:
+        notes.append(f"?q= is longer than {MAX_SEARCH} characters: searching for its first "
+                     f"{MAX_SEARCH}.")  # fmt: skip
+        search = search[:MAX_SEARCH]
+    found = Slice(
+        day=day,
+        basis=next((b for b in BASES if b == basis), "started"),
         locale=_one(params, "locale"),
         intent=_one(params, "intent"),
         source=_one(params, "source"),
         statuses=tuple(dict.fromkeys(statuses)),
-        escalated=_bool(_one(params, "escalated")),
-        flagged=_bool(_one(params, "flagged")),
+        escalated=flags["escalated"],
+        flagged=flags["flagged"],
         flag=_one(params, "flag"),
         tier=_one(params, "tier"),
-        band=_float(_one(params, "band"), 0.0, 0.9),
-        below=_float(_one(params, "below"), 0.0, 1.0),
+        band=bounds["band"],
+        below=bounds["below"],
         step=step if step in STEP_NAMES else None,
-        search=(_one(params, "q") or "")[:200],
+        search=search,
     )
+    return found, notes
+
+
+def page_from_url(params: Params) -> tuple[int, list[str]]:
+    """The page number ``?page=`` asks for (1 when absent or not a positive whole number,
+    with a note); one past any last page stays large, for the page to clamp and say so."""
+    text = _one(params, "page")
+    if text is None:
+        return 1, []
+    digits = text.lstrip("0") if _DIGITS.fullmatch(text) else ""
+    if not digits:
+        return 1, [f"{_said('page', text)} is not a page number: showing page 1."]
+    return int(digits) if len(digits) <= _PAGE_DIGITS else 10**_PAGE_DIGITS, []
+
+
+def conversation_from_url(params: Params) -> tuple[str | None, list[str]]:
+    """The conversation id ``?conversation=`` names (None: absent, or too long to be one)."""
+    text = _one(params, "conversation")
+    if text is not None and len(text) > MAX_ID:
+        return None, [f"?conversation= is longer than {MAX_ID} characters, so it names no "
+                      "conversation: ignored."]  # fmt: skip
+    return text, []
 
 
 def slice_to_params(s: Slice) -> dict[str, str | list[str]]:
