@@ -11,6 +11,7 @@ them would fail here.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -41,6 +42,9 @@ class Case:
     unset: tuple[str, ...] = ()
     #: Prepares the row's folder (a config, a warehouse); what it makes may stay.
     setup: Callable[[Path], None] | None = None
+    #: Files the row's folder starts with (a config, a token store; a name ending in "/" is
+    #: a folder); the row may leave nothing else behind.
+    files: dict[str, str] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -99,6 +103,22 @@ def _rebound_workspace(folder: Path) -> None:
     (acme / "d.jsonl").write_bytes(delivery(event(1), secret=b"whsec_acme_USER_ERROR_01"))
 
 
+#: One OAuth workspace (nothing listens at its base URL: every row refuses before a request).
+OAUTH_TOML = """[[workspaces]]
+name = "acme"
+base_url = "https://api.example.com"
+auth = { type = "oauth", client_id = "c" }
+"""
+PLAIN_ISSUER_TOML = OAUTH_TOML.replace('"c" }', '"c", issuer = "http://auth.example.com" }')
+PLAIN_BASE_TOML = OAUTH_TOML.replace("https://api", "http://api")
+_TOKEN = {"access_token": "a", "refresh_token": "r", "expires_at": 1,
+          "token_endpoint": "https://api.example.com/oauth/token"}  # fmt: skip
+#: Token stores as a hand edit or a full disk leaves them.
+TOKENS_SOON = json.dumps({"acme": {**_TOKEN, "expires_at": "soon"}})
+TOKENS_FOREIGN = json.dumps({"acme": {**_TOKEN, "token_endpoint": "https://evil.example/t"}})
+TOKENS_REVOKE_FOREIGN = json.dumps(
+    {"acme": {**_TOKEN, "revocation_endpoint": "https://evil.example/r"}}
+)
 CASES = [
     Case(("config", "show"), "CONVO_SERVICE_TIMEOUT_SECONDS",
          {"CONVO_SERVICE_TIMEOUT_SECONDS": "soon"}),
@@ -157,6 +177,35 @@ CASES = [
     Case(("auth", "login", "--workspace", "nope"), "no workspace named 'nope'"),
     Case(("auth", "logout"), "--workspace"),
     Case(("auth", "status"), "gone.toml", {"CONVO_CONFIG": "gone.toml"}),
+    # issue 24: no secret in a URL setting; OAuth endpoints on the issuer's origin, over TLS;
+    # a malformed token store or auth setting
+    Case(("config", "show"), "PGPASSWORD",
+         {"CONVO_LAKE_CATALOG_URI": f"postgresql://convo@db.example.com/lake?password={SECRET}"}),
+    Case(("publish", "--lake"), "lake.catalog_uri",
+         {"CONVO_LAKE_CATALOG_URI": f"postgresql://db.example.com/l?dsn=password%3D{SECRET}"}),
+    Case(("extract",), "service.base_url ($CONVO_BASE_URL)",
+         {"CONVO_BASE_URL": f"https://api.example.com/?api_key={SECRET}"}),
+    Case(("auth", "login", "--workspace", "acme", "--no-browser"), "plain http",
+         {"CONVO_CONFIG": "issuer.toml"}, files={"issuer.toml": PLAIN_ISSUER_TOML}),
+    Case(("auth", "login", "--workspace", "acme", "--no-browser"), "nothing was sent",
+         {"CONVO_CONFIG": "base.toml"}, files={"base.toml": PLAIN_BASE_TOML}),
+    Case(("auth", "login", "--workspace", "acme", "--no-browser"), "is a folder",
+         {"CONVO_TOKEN_STORE": "tokens"}, files={"convo.toml": OAUTH_TOML, "tokens/": ""}),
+    Case(("auth", "status"), "a folder, not a file", {"CONVO_TOKEN_STORE": "/"}),
+    Case(("auth", "status"), "expires_at is not a number", {"CONVO_TOKEN_STORE": "t.json"},
+         files={"convo.toml": OAUTH_TOML, "t.json": TOKENS_SOON}),
+    Case(("auth", "status"), "not a JSON object", {"CONVO_TOKEN_STORE": "t1.json"},
+         files={"convo.toml": OAUTH_TOML, "t1.json": "[1]"}),
+    Case(("auth", "logout", "--workspace", "acme"), "not valid JSON",
+         {"CONVO_TOKEN_STORE": "t.json"}, files={"convo.toml": OAUTH_TOML, "t.json": "{"}),
+    Case(("auth", "logout", "--workspace", "acme"), "revocation_endpoint",
+         {"CONVO_TOKEN_STORE": "t2.json"},
+         files={"convo.toml": OAUTH_TOML, "t2.json": TOKENS_REVOKE_FOREIGN}),
+    Case(("extract", "--workspace", "acme"), "token_endpoint", {"CONVO_TOKEN_STORE": "t.json"},
+         files={"convo.toml": OAUTH_TOML, "t.json": TOKENS_FOREIGN}),
+    Case(("extract", "--workspace", "acme"), "no token_endpoint",
+         {"CONVO_TOKEN_STORE": "t3.json"},
+         files={"convo.toml": OAUTH_TOML, "t3.json": '{"acme": {"access_token": "a"}}'}),
 ]  # fmt: skip
 
 
@@ -178,6 +227,11 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Out
 
         def one(case: Case) -> tuple[str, Outcome]:
             folder = tmp_path_factory.mktemp("user-error")
+            for name, text in case.files.items():
+                if name.endswith("/"):
+                    (folder / name).mkdir()
+                else:
+                    (folder / name).write_text(text)
             if case.setup is not None:
                 case.setup(folder)
             before = {str(p.relative_to(folder)) for p in folder.rglob("*")}

@@ -130,6 +130,17 @@ def test_the_commands_errors_name_the_setting_and_hide_the_password(tmp_path: Pa
     inline = publish(CONVO_LAKE_CATALOG_URI="postgresql://convo:s3cret-pw@127.0.0.1/x")
     assert inline.returncode == 2 and "s3cret-pw" not in inline.stderr
     assert "CONVO_LAKE_CATALOG_PASSWORD" in inline.stderr
+    # issue 24: a password in the query is refused as well; no query value is ever quoted
+    unreachable = "postgresql+psycopg2://convo@127.0.0.1:9/none"
+    for query in ("password=s3cret-pw", "sslmode=disable&sslpassword=s3cret-pw",
+                  "dsn=host%3D127.0.0.1%20password%3Ds3cret-pw"):  # fmt: skip
+        queried = publish(CONVO_LAKE_CATALOG_URI=f"{unreachable}?{query}")
+        assert queried.returncode == 2 and "s3cret-pw" not in queried.stderr, queried.stderr
+        assert "PGPASSWORD" in queried.stderr and "$CONVO_LAKE_CATALOG_URI" in queried.stderr
+        assert len(queried.stderr.strip().splitlines()) == 1
+    kept = publish(CONVO_LAKE_CATALOG_URI=f"{unreachable}?application_name=app-s3cret-name")
+    assert kept.returncode == 2 and "cannot be reached" in kept.stderr, kept.stderr
+    assert "app-s3cret-name" not in kept.stderr and "application_name=***" in kept.stderr
     with pytest.raises(LakeUnavailable, match="no database driver"):
         LakeConfig("nosuchdb://somewhere/x", "file:///x").open_catalog()
     with pytest.raises(LakeUnavailable, match="not a database URL"):

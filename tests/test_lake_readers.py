@@ -244,6 +244,7 @@ def test_a_bad_lake_setting_is_one_reason_every_reader_shows(
         current_snapshot(tmp_path)
     assert "CONVO_LAKE_CATALOG_PASSWORD" in str(caught.value)
     assert "hunter2-pw" not in str(caught.value)
+    monkeypatch.delenv("CONVO_LAKE_CATALOG_URI")  # refused as the settings are read (issue 24)
     monkeypatch.setenv("CONVO_READ_SOURCE", "elsewhere")
     with pytest.raises(SnapshotUnreadable, match=r"read\.source|CONVO_READ_SOURCE"):
         current_snapshot(tmp_path)

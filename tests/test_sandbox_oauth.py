@@ -192,3 +192,58 @@ def test_the_consent_step_needs_the_workspace_admin(start_sandbox: Any) -> None:
 def test_an_unregistered_redirect_is_never_redirected_to(oauth_sandbox: RunningSandbox) -> None:
     answer = authorize(oauth_sandbox, redirect_uri="https://attacker.example.invalid/cb")
     assert answer.status_code == 400 and "location" not in answer.headers
+
+
+MALFORMED_REDIRECTS = {
+    "backslash": "http://127.0.0.1\\@evil.example/callback",
+    "userinfo": "http://user:pw@127.0.0.1/callback",
+    "scheme": "ftp://127.0.0.1/callback",
+    "javascript": "javascript:alert(1)",
+    "unparsable": "http://[::1/callback",
+    "bad-port": "http://127.0.0.1:99999/callback",
+    "fragment": "http://127.0.0.1/callback#top",
+    "space": "http://127.0.0.1/call back",
+}
+
+
+@pytest.mark.parametrize("uri", MALFORMED_REDIRECTS.values(), ids=list(MALFORMED_REDIRECTS))
+def test_a_malformed_redirect_uri_is_400_invalid_request(
+    oauth_sandbox: RunningSandbox, uri: str
+) -> None:
+    """RFC 6749, 4.1.2.1: never redirected to, never a 500; the error body, not a page."""
+    for answer in (
+        authorize(oauth_sandbox, redirect_uri=uri),
+        httpx.post(f"{oauth_sandbox.url}/oauth/authorize", data={
+            "response_type": "code", "client_id": CLIENT, "redirect_uri": uri, "state": "s",
+            "workspace": "acme", "admin_key": ACME_KEY, "decision": "approve"}),
+        token(oauth_sandbox, grant_type="authorization_code", code="c", redirect_uri=uri,
+              client_id=CLIENT, code_verifier="v" * 50),
+    ):  # fmt: skip
+        assert answer.status_code == 400, (answer.request.method, answer.text)
+        assert "location" not in answer.headers
+        assert answer.json()["error"] == "invalid_request", answer.text
+        assert "redirect_uri" in answer.json()["error_description"]
+
+
+def test_a_code_presented_twice_revokes_what_its_first_exchange_issued(
+    start_sandbox: Any,
+) -> None:
+    """RFC 6749, 4.1.2: the second exchange is refused, and the tokens of the first (access
+    and refresh) are revoked: someone else held the code."""
+    running: RunningSandbox = start_sandbox(
+        conversations=5, oauth=OAuthSettings(auto_approve=True, access_token_seconds=3600)
+    )
+    verifier = secrets.token_urlsafe(48)
+    code = code_of(authorize(running, verifier=verifier))
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT,
+            "client_id": CLIENT, "code_verifier": verifier}  # fmt: skip
+    first = token(running, **form).json()
+    assert get(running, "/v1/leads", first["access_token"]).status_code == 200
+    second = token(running, **form)
+    assert second.status_code == 400 and second.json()["error"] == "invalid_grant"
+    assert get(running, "/v1/leads", first["access_token"]).status_code == 401
+    refreshed = token(running, grant_type="refresh_token",
+                      refresh_token=first["refresh_token"], client_id=CLIENT)  # fmt: skip
+    assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant"
+    other = login(running)  # another grant of the same client lives on
+    assert get(running, "/v1/leads", other["access_token"]).status_code == 200

@@ -2,12 +2,14 @@
 
 Public surface: :func:`credentials_for` (the provider every request of a
 workspace asks for its header), :class:`TokenStore`, :func:`login`,
-:func:`logout`, :class:`AuthExpired`.
+:func:`logout`, :class:`AuthExpired`, and the user errors :class:`AuthRefused`
+(an endpoint the client will not send to) and :class:`TokenStoreError`.
 """
 
 from convo_analytics.auth._oauth_client import (
     ApiKeyCredentials,
     AuthExpired,
+    AuthRefused,
     Credentials,
     OAuthCredentials,
     credentials_for,
@@ -15,14 +17,16 @@ from convo_analytics.auth._oauth_client import (
     login,
     logout,
 )
-from convo_analytics.auth._token_store import TokenStore
+from convo_analytics.auth._token_store import TokenStore, TokenStoreError
 
 __all__ = [
     "ApiKeyCredentials",
     "AuthExpired",
+    "AuthRefused",
     "Credentials",
     "OAuthCredentials",
     "TokenStore",
+    "TokenStoreError",
     "credentials_for",
     "discover",
     "login",

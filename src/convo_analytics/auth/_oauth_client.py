@@ -7,7 +7,8 @@ listener of the login, and :class:`OAuthCredentials`, which hands the
 extractor's requests their bearer header and refreshes before expiry and on
 a 401 exactly once per expiry, however many requests are under way, and
 across processes (the token store's lock, then a re-read: a token another
-process just rotated is used, not refreshed again).
+process just rotated is used, not refreshed again). Every endpoint it sends
+to is checked first (``_origins``, decision D-OAUTH-ORIGINS).
 """
 
 from __future__ import annotations
@@ -24,13 +25,20 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from convo_analytics.auth._token_store import TokenStore
-from convo_analytics.config import OAuthAuth, WorkspaceConfig
+from convo_analytics.auth._origins import (
+    AuthRefused,
+    check_endpoint,
+    check_metadata,
+    check_root,
+)
+from convo_analytics.auth._token_store import TokenStore, token_problem
+from convo_analytics.config import OAuthAuth, WorkspaceConfig, masked_url
 from convo_analytics.errors import UserError
 
 __all__ = [
     "ApiKeyCredentials",
     "AuthExpired",
+    "AuthRefused",
     "Credentials",
     "OAuthCredentials",
     "credentials_for",
@@ -73,23 +81,33 @@ class ApiKeyCredentials(Credentials):
         return [self._key]
 
 
-def discover(base_url: str, issuer: str | None = None, timeout: float = 10.0) -> dict[str, Any]:
-    """The authorization server's metadata (RFC 8414), from ``issuer`` or the base URL."""
-    root = (issuer or base_url).rstrip("/")
+def discover(workspace: WorkspaceConfig, timeout: float = 10.0) -> dict[str, Any]:
+    """The authorization server's metadata (RFC 8414), from ``auth.issuer`` or the base URL;
+    every endpoint in it checked (TLS, the issuer's origin) before any is used."""
+    root = check_root(workspace)
     url = f"{root}/.well-known/oauth-authorization-server"
+    shown = masked_url(url)
     try:
         response = httpx.get(url, timeout=timeout, follow_redirects=False)
     except httpx.HTTPError as exc:
-        raise UserError(f"cannot read the OAuth metadata at {url} ({type(exc).__name__})") from None
+        raise UserError(
+            f"cannot read the OAuth metadata at {shown} ({type(exc).__name__})"
+        ) from None
     if response.status_code != 200:
         raise UserError(
-            f"{url} answered {response.status_code}: the service publishes no OAuth metadata; "
+            f"{shown} answered {response.status_code}: the service publishes no OAuth metadata; "
             "set auth.issuer to the authorization server"
         )
-    data: dict[str, Any] = response.json()
-    for key in ("token_endpoint", "authorization_endpoint"):
-        if key not in data:
-            raise UserError(f"the OAuth metadata at {url} has no {key}")
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise UserError(
+            f"the OAuth metadata at {shown} is not a JSON object; set auth.issuer to the "
+            "authorization server"
+        )
+    check_metadata(workspace, data, shown)
     return data
 
 
@@ -108,12 +126,25 @@ def _client(auth: OAuthAuth, client_secret: str | None, **kwargs: Any) -> Any:
     )
 
 
-def _stamped(token: dict[str, Any]) -> dict[str, Any]:
-    """The token as stored: with its absolute expiry."""
+def _stamped(token: dict[str, Any], endpoint: str) -> dict[str, Any]:
+    """The token as stored: with its absolute expiry; a malformed answer is refused."""
     out = dict(token)
+    problem = token_problem({**out, "token_endpoint": endpoint})
+    if problem is not None:
+        raise UserError(
+            f"the token endpoint answered a malformed token ({problem}); nothing was stored; "
+            "check auth.issuer"
+        )
     if "expires_at" not in out and out.get("expires_in") is not None:
         out["expires_at"] = time.time() + float(out["expires_in"])
     return out
+
+
+def _refused(exc: Exception, what: str, fix: str) -> UserError:
+    """One line for a refused or failed exchange: the OAuth error code or the transport's
+    error type (never the request, which holds the code or token)."""
+    code = getattr(exc, "error", None) or type(exc).__name__
+    return UserError(f"{what} failed ({code}); {fix}")
 
 
 class _Capture:
@@ -159,6 +190,8 @@ def login(
     ``visit`` (tests) is called with the authorization URL instead of a browser.
     Returns what to show of the token (scope, expiry; never the token).
     """
+    from authlib.integrations.base_client import OAuthError
+
     auth = workspace.auth
     if not isinstance(auth, OAuthAuth):
         raise UserError(f"workspace {workspace.name!r} does not use OAuth; nothing to log in to")
@@ -166,7 +199,8 @@ def login(
         raise UserError(
             f"workspace {workspace.name!r} uses the client credentials grant: it needs no login"
         )
-    meta = discover(workspace.base_url, auth.issuer)
+    store.check()  # before the flow: a grant that cannot be stored would be lost
+    meta = discover(workspace)
     handler = _Capture()
     server = HTTPServer(("127.0.0.1", 0), _callback_handler(handler))
     redirect = f"http://127.0.0.1:{server.server_address[1]}/callback"
@@ -205,12 +239,17 @@ def login(
                 )
                 return dict(token)
 
-        token = asyncio.run(flow())
+        try:
+            token = asyncio.run(flow())
+        except (OAuthError, httpx.HTTPError) as exc:
+            again = f"run `convo auth login --workspace {workspace.name}` again"
+            raise _refused(exc, "exchanging the authorization code", again) from None
     finally:
         server.shutdown()
         server.server_close()
     stored = _stamped({**token, "token_endpoint": meta["token_endpoint"],
-                       "revocation_endpoint": meta.get("revocation_endpoint")})  # fmt: skip
+                       "revocation_endpoint": meta.get("revocation_endpoint")},
+                      meta["token_endpoint"])  # fmt: skip
     with store.locked():
         store.put(workspace.name, stored)
     return {"scope": stored.get("scope", ""), "expires_at": stored.get("expires_at")}
@@ -219,11 +258,22 @@ def login(
 def logout(workspace: WorkspaceConfig, store: TokenStore) -> bool:
     """Revoke the stored grant at the service (RFC 7009) and forget it; False: none stored."""
     auth = workspace.auth
-    with store.locked():
+
+    def checked() -> tuple[dict[str, Any] | None, str | None]:
         token = store.get(workspace.name)
+        endpoint = token.get("revocation_endpoint") if token else None
+        if token is not None and endpoint and token.get("refresh_token"):
+            check_endpoint(workspace, "revocation_endpoint", endpoint,
+                           f"in the token store {store.path}",
+                           "delete the workspace's entry from it (the grant then ends when it "
+                           "expires)")  # fmt: skip
+        return token, endpoint
+
+    checked()  # a malformed store or a refused endpoint: refused before the lock is taken
+    with store.locked():
+        token, endpoint = checked()
         if token is None or not isinstance(auth, OAuthAuth):
             return False
-        endpoint = token.get("revocation_endpoint")
         secret = workspace.client_secret.reveal() if workspace.client_secret else None
         if endpoint and token.get("refresh_token"):
 
@@ -233,7 +283,11 @@ def logout(workspace: WorkspaceConfig, store: TokenStore) -> bool:
                         endpoint, token=token["refresh_token"], token_type_hint="refresh_token"
                     )
 
-            asyncio.run(revoke())
+            try:
+                asyncio.run(revoke())
+            except httpx.HTTPError as exc:
+                raise _refused(exc, f"revoking the grant at {masked_url(endpoint)}",
+                               "run it again when the service answers") from None  # fmt: skip
         store.put(workspace.name, None)
     return True
 
@@ -268,6 +322,27 @@ class OAuthCredentials(Credentials):
 
     def _header(self, token: dict[str, Any]) -> str:
         return f"Bearer {token['access_token']}"
+
+    def check(self) -> None:
+        """Before a run, raise a user error (exit 2) for what no retry cures: a token store
+        that cannot be used, or a stored endpoint the client may not send to."""
+        check_root(self.workspace)
+        if self.auth.grant == "client_credentials":
+            return
+        self.store.check()
+        token = self.store.get(self.workspace.name)
+        if token is not None:
+            self._check_stored(token)
+
+    def _check_stored(self, token: dict[str, Any]) -> None:
+        """The token store's endpoints, checked again before each use: the file may have been
+        edited since the login checked them."""
+        fix = f"run `convo auth login --workspace {self.workspace.name}` again"
+        where = f"in the token store {self.store.path}"
+        check_endpoint(self.workspace, "token_endpoint", token["token_endpoint"], where, fix)
+        if token.get("revocation_endpoint"):
+            check_endpoint(self.workspace, "revocation_endpoint", token["revocation_endpoint"],
+                           where, fix)  # fmt: skip
 
     async def authorization(self, *, stale: str | None = None) -> str:
         """The current token's header; refreshed when it expires (or ``stale`` was refused)."""
@@ -304,6 +379,7 @@ class OAuthCredentials(Credentials):
             raise AuthExpired(
                 self._login_hint("the access token expired and there is no refresh token")
             )
+        self._check_stored(token)
         try:
             async with _client(self.auth, self._secret) as client:
                 fresh = await client.refresh_token(
@@ -311,13 +387,19 @@ class OAuthCredentials(Credentials):
                 )
         except OAuthError as exc:
             raise AuthExpired(self._login_hint(f"the grant was refused ({exc.error})")) from None
+        except httpx.HTTPError as exc:
+            at = masked_url(token["token_endpoint"])
+            raise _refused(
+                exc, f"refreshing the access token at {at}", "run it again when the service answers"
+            ) from None
         return _stamped({**dict(fresh), "token_endpoint": token["token_endpoint"],
-                         "revocation_endpoint": token.get("revocation_endpoint")})  # fmt: skip
+                         "revocation_endpoint": token.get("revocation_endpoint")},
+                        token["token_endpoint"])  # fmt: skip
 
     def _client_credentials(self) -> dict[str, Any]:
         from authlib.integrations.base_client import OAuthError
 
-        meta = discover(self.workspace.base_url, self.auth.issuer)
+        meta = discover(self.workspace)
 
         async def fetch() -> dict[str, Any]:
             async with _client(self.auth, self._secret) as client:
@@ -334,8 +416,11 @@ class OAuthCredentials(Credentials):
                 f"workspace {self.workspace.name!r}: the client credentials were refused "
                 f"({exc.error}); check auth.client_id and its secret"
             ) from None
+        except httpx.HTTPError as exc:
+            raise _refused(exc, f"fetching a token at {masked_url(meta['token_endpoint'])}",
+                           "run it again when the service answers") from None  # fmt: skip
         self.refreshes += 1
-        return _stamped(token)
+        return _stamped(token, meta["token_endpoint"])
 
     def _login_hint(self, why: str) -> str:
         return (

@@ -35,7 +35,7 @@ def _workspace_and_store(ctx: typer.Context, name: str) -> tuple[WorkspaceConfig
 
     settings = settings_from_context(ctx)
     (workspace,) = select_workspaces(load_workspaces(settings), [name])
-    return workspace, TokenStore(settings.require_path("auth.token_store"))
+    return workspace, TokenStore.from_settings(settings)
 
 
 @auth_app.command("login")
@@ -74,7 +74,8 @@ def status_cmd(
     from convo_analytics.config import load_workspaces
 
     settings = settings_from_context(ctx)
-    store = TokenStore(settings.require_path("auth.token_store"))
+    store = TokenStore.from_settings(settings)
+    store.workspaces()  # a malformed file is one line, not a guess; each entry is read below
     rows = []
     for ws in load_workspaces(settings):
         row: dict[str, object] = {"workspace": ws.name, "base_url": ws.base_url}

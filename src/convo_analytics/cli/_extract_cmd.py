@@ -72,7 +72,7 @@ def extract_configs(
 ) -> list[Any]:
     """One ExtractConfig per workspace to extract (``workspaces``: ``--workspace`` names,
     else every configured one); every user error raised before any request."""
-    from convo_analytics.auth import TokenStore, credentials_for
+    from convo_analytics.auth import OAuthCredentials, TokenStore, credentials_for
     from convo_analytics.config import load_workspaces, select_workspaces
     from convo_analytics.contract import RateLimitPolicy
     from convo_analytics.extract._secrets import check_base_url, check_header_value
@@ -81,7 +81,7 @@ def extract_configs(
     if len(chosen) == 1 and chosen[0].implicit:
         return [extract_config(settings, flags)]
     base = extract_config(settings, flags, key_required=False)
-    store = TokenStore(settings.require_path("auth.token_store"))
+    store = TokenStore.from_settings(settings)
     configs = []
     for ws in chosen:
         where = f"workspace {ws.name!r}"
@@ -92,12 +92,15 @@ def extract_configs(
                 check_header_value(ws.api_key.reveal(), f"{where}'s API key")
         except ValueError as exc:
             raise UserError(f"{where}: {exc}") from None
+        credentials = credentials_for(ws, store) if ws.uses_oauth else None
+        if isinstance(credentials, OAuthCredentials):
+            credentials.check()  # the token store and its endpoints, before any request
         configs.append(
             dataclasses.replace(
                 base,
                 base_url=ws.base_url.rstrip("/"),
                 api_key=ws.api_key.reveal() if ws.api_key and not ws.uses_oauth else "",
-                credentials=credentials_for(ws, store) if ws.uses_oauth else None,
+                credentials=credentials,
                 rate_limit=ws.rate_limit,
                 workspace=ws.name,
                 workspace_id=ws.workspace_id,

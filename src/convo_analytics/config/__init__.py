@@ -36,6 +36,7 @@ from convo_analytics.config._schema import (
 )
 from convo_analytics.config._secret import MASK, Secret
 from convo_analytics.config._settings import Resolved, SectionView, Settings
+from convo_analytics.config._urls import masked_url, url_secret
 from convo_analytics.config._workspaces import (
     DEFAULT_WORKSPACE,
     ApiKeyAuth,
@@ -70,6 +71,8 @@ __all__ = [
     "generic_env_var",
     "load_settings",
     "load_workspaces",
+    "masked_url",
     "select_workspaces",
     "serve_tokens",
+    "url_secret",
 ]

@@ -29,6 +29,7 @@ from convo_analytics.config._schema import (
     coerce_toml,
 )
 from convo_analytics.config._settings import Resolved, Settings, how_to_set_secret
+from convo_analytics.config._urls import masked_url, url_secret
 
 __all__ = ["DEFAULT_CONFIG_NAME", "TABLES", "ConfigLocation", "find_config_file", "load_settings"]
 
@@ -212,10 +213,11 @@ def _file_value(
     try:
         value = coerce_toml(setting, raw, base_dir)
     except InvalidValue as exc:
+        shown = _show(_masked(setting, raw), "URL" in str(exc))
         raise ConfigError(
-            f"{where}: [{section}] {key} must be {exc}, got {_show(raw, 'URL' in str(exc))}; "
-            "fix the value"
+            f"{where}: [{section}] {key} must be {exc}, got {shown}; fix the value"
         ) from None
+    _refuse_url_secret(setting, value, where, registry)
     return {name: Resolved(value, Source.FILE, where)}
 
 
@@ -301,6 +303,44 @@ def _show(raw: object, url: bool = False) -> str:
     return f"{kind} {shown}"
 
 
+# -- URL settings -------------------------------------------------------------------
+
+
+def _masked(setting: Setting, raw: object) -> object:
+    """A URL setting's offending value as an error may quote it (query values masked)."""
+    if not setting.url:
+        return raw
+    if isinstance(raw, str):
+        return masked_url(raw)
+    if isinstance(raw, list | tuple):
+        return [masked_url(item) if isinstance(item, str) else item for item in raw]
+    return raw
+
+
+def _refuse_url_secret(setting: Setting, value: object, origin: str, registry: Registry) -> None:
+    """A URL setting holding a password is refused, naming where the password goes."""
+    if not setting.url:
+        return
+    items = value if isinstance(value, tuple) else (value,)
+    for item in items:
+        where = url_secret(item) if isinstance(item, str) else None
+        if where is None:
+            continue
+        home = ""
+        if setting.url_secret_to is not None:
+            home = (
+                f" and give it as {setting.url_secret_to}: "
+                f"{how_to_set_secret(registry, setting.url_secret_to)}"
+            )
+        extra = setting.url_secret_fix or (
+            "" if home else "secrets come from the environment or a file, never a URL"
+        )
+        raise ConfigError(
+            f"{setting.name} ({origin}) holds {where}: remove it from the URL (URLs are shown "
+            f"in messages and by `convo config show`){home}" + (f"; {extra}" if extra else "")
+        )
+
+
 # -- environment and flags --------------------------------------------------------
 
 
@@ -320,11 +360,12 @@ def _env_layer(environ: Mapping[str, str], registry: Registry) -> dict[str, Reso
         try:
             value = coerce_text(setting, text)
         except InvalidValue as exc:
-            shown = _show(text.strip(), "URL" in str(exc))
+            shown = _show(_masked(setting, text.strip()), "URL" in str(exc))
             got = "" if setting.is_secret else f", got {shown}"
             raise ConfigError(
                 f"environment variable {var} must be {exc}{got}; fix or unset {var}"
             ) from None
+        _refuse_url_secret(setting, value, f"${var}", registry)
         out[setting.name] = Resolved(value, Source.ENV, f"${var}")
     return out
 
@@ -341,10 +382,11 @@ def _flag_layer(overrides: Mapping[str, object], registry: Registry) -> dict[str
         try:
             value = coerce_python(setting, raw)
         except InvalidValue as exc:
-            shown = _show(raw, "URL" in str(exc))
+            shown = _show(_masked(setting, raw), "URL" in str(exc))
             raise ConfigError(
                 f"command-line value for {name} must be {exc}, got {shown}; fix the flag"
             ) from None
+        _refuse_url_secret(setting, value, "command-line flag", registry)
         out[name] = Resolved(value, Source.FLAG, "command-line flag")
     return out
 

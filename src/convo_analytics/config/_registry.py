@@ -34,6 +34,8 @@ SETTINGS: tuple[Setting, ...] = (
         env_aliases=("CONVO_BASE_URL",),
         pattern=r"https?://\S+",
         pattern_help="an http:// or https:// URL",
+        url=True,
+        url_secret_to="service.api_key",
     ),
     Setting(
         "service.api_key",
@@ -273,6 +275,8 @@ SETTINGS: tuple[Setting, ...] = (
         ),
         pattern=r"https?://[^/\s?#@]+/?",
         pattern_help="scheme://host[:port] origins",
+        url=True,
+        url_secret_to="service.api_key",
     ),
     Setting(
         "extract.strict",
@@ -663,6 +667,9 @@ SETTINGS: tuple[Setting, ...] = (
         ),
         pattern=r"[a-z][a-z0-9+]*://\S*",
         pattern_help="a database URL such as sqlite:///data/lake/catalog.db",
+        url=True,
+        url_secret_to="lake.catalog_password",
+        url_secret_fix="PostgreSQL's driver also reads PGPASSWORD or a PGPASSFILE",
     ),
     Setting(
         "lake.catalog_password",
@@ -683,6 +690,11 @@ SETTINGS: tuple[Setting, ...] = (
             "Where the lake's data and metadata files go: a local folder, or s3://BUCKET/PATH "
             "(credentials and endpoint from the usual AWS_* or PYICEBERG_CATALOG__CONVO__S3__* "
             "environment variables)."
+        ),
+        url=True,
+        url_secret_fix=(
+            "object store credentials come from the AWS_* or PYICEBERG_CATALOG__CONVO__S3__* "
+            "environment variables"
         ),
     ),
     Setting(

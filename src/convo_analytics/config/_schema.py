@@ -94,6 +94,12 @@ class Setting:
     * ``minimum`` / ``maximum``: inclusive bounds for numbers.
     * ``pattern`` / ``pattern_help``: full-match regex for strings (each item for
       lists) and the human description of that format used in errors.
+    * ``url``: the value is a URL (each item for lists): one holding a secret (a
+      password in its user info or a password-like query key) is refused, and it is
+      shown with its query values masked (decision D-URL-SECRETS).
+    * ``url_secret_to``: the secret setting where a password found in this URL goes;
+      ``url_secret_fix``: what else to say about where it goes (the driver's own
+      variables, say).
     """
 
     name: str
@@ -108,6 +114,9 @@ class Setting:
     maximum: float | None = None
     pattern: str | None = None
     pattern_help: str | None = None
+    url: bool = False
+    url_secret_to: str | None = None
+    url_secret_fix: str | None = None
     _compiled: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -299,6 +308,10 @@ class Registry:
             self._by_env[env] = setting
         if setting.is_secret and setting.kind not in (Kind.SECRET, Kind.LIST):
             raise ValueError(f"setting {name!r}: only SECRET or LIST settings can be secret")
+        if setting.url and (setting.is_secret or setting.kind not in (Kind.STR, Kind.LIST)):
+            raise ValueError(f"setting {name!r}: only a non-secret STR or LIST can be a URL")
+        if (setting.url_secret_to or setting.url_secret_fix) and not setting.url:
+            raise ValueError(f"setting {name!r}: url_secret_to/_fix need url=True")
         if setting.is_secret and setting.default not in (None, ()):
             raise ValueError(f"secret setting {name!r} must not have a default")
         if setting.default is not None:
@@ -309,6 +322,10 @@ class Registry:
         self._by_name[name] = setting
 
     def _validate_links(self, setting: Setting) -> None:
+        if setting.url_secret_to is not None:
+            home = self._by_name.get(setting.url_secret_to)
+            if home is None or not home.is_secret:
+                raise ValueError(f"{setting.name!r}: url_secret_to must name a secret setting")
         target_name = setting.secret_file_for
         if target_name is None:
             return

@@ -10,6 +10,7 @@ from typing import Any
 from convo_analytics.config._registry import REGISTRY
 from convo_analytics.config._schema import ConfigError, Kind, Registry, Setting, Source
 from convo_analytics.config._secret import MASK, Secret
+from convo_analytics.config._urls import masked_url
 
 __all__ = ["Resolved", "SectionView", "Settings"]
 
@@ -199,9 +200,13 @@ class Settings:
 
 
 def display_value(setting: Setting, value: object) -> object:
-    """Turn a value into something JSON-ready, masking secrets."""
+    """Turn a value into something JSON-ready, masking secrets and URLs' query values."""
     if setting.is_secret:
         return MASK if value else None
+    if setting.url and isinstance(value, str):
+        return masked_url(value)
+    if setting.url and isinstance(value, tuple):
+        return [masked_url(str(item)) for item in value]
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, tuple):

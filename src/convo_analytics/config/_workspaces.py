@@ -20,9 +20,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from convo_analytics._net import insecure_url
 from convo_analytics.config._schema import ConfigError
 from convo_analytics.config._secret import Secret
 from convo_analytics.config._settings import Settings
+from convo_analytics.config._urls import url_secret
 
 __all__ = [
     "DEFAULT_WORKSPACE",
@@ -65,6 +67,19 @@ class OAuthAuth(_Spec):
     #: The authorization server; default: the base URL's RFC 8414 metadata document.
     issuer: str | None = None
 
+    @field_validator("issuer")
+    @classmethod
+    def _issuer(cls, value: str | None) -> str | None:
+        """The client's code, tokens and secret go there: TLS (http only to loopback), and
+        an issuer is a bare URL (RFC 8414, 2: no query, no fragment)."""
+        if value is None:
+            return value
+        if (problem := insecure_url(value)) is not None:
+            raise ValueError(f"the issuer {problem} (decision D-OAUTH-ORIGINS)")
+        if "?" in value or "#" in value:
+            raise ValueError("an issuer has no query or fragment (RFC 8414); remove them")
+        return value.rstrip("/")
+
 
 class WorkspaceSpec(_Spec):
     """One ``[[workspaces]]`` table, as written."""
@@ -86,6 +101,11 @@ class WorkspaceSpec(_Spec):
     def _url(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"https?://", value):
             raise ValueError("must start with https:// (or http:// for loopback)")
+        if value is not None and (where := url_secret(value)) is not None:
+            raise ValueError(
+                f"holds {where}: remove it from the URL (URLs are shown in messages); the "
+                "workspace's credential goes in its auth (key_env or key_file)"
+            )
         return value
 
 
@@ -106,6 +126,9 @@ class WorkspaceConfig:
     #: Where its `convo serve` tokens are (resolved by :func:`serve_tokens`, serve only).
     serve_tokens_env: str | None = None
     serve_tokens_file: Path | None = None
+    #: Origins besides the issuer's (or base URL's) that the OAuth client may send its code,
+    #: tokens and secret to: ``extract.allowed_origins`` (decision D-OAUTH-ORIGINS).
+    allowed_origins: tuple[str, ...] = ()
     #: Where the config says so (``convo.toml:12``), for messages.
     origin: str = ""
     implicit: bool = False
@@ -205,6 +228,7 @@ def _workspace(
         workspace_id=spec.workspace_id,
         serve_tokens_env=spec.serve_tokens_env,
         serve_tokens_file=path(spec.serve_tokens_file),
+        allowed_origins=settings.get_list("extract.allowed_origins"),
         origin=settings.locate(f"workspaces.{spec.name}"),
     )
 
@@ -230,6 +254,7 @@ def load_workspaces(settings: Settings, *, resolve_secrets: bool = True) -> list
                 auth=None,
                 api_key=key,
                 webhook_secrets=hooks.parts() if hooks else (),
+                allowed_origins=settings.get_list("extract.allowed_origins"),
                 implicit=True,
             )
         ]
@@ -243,12 +268,14 @@ def load_workspaces(settings: Settings, *, resolve_secrets: bool = True) -> list
         except ValidationError as exc:
             for error in exc.errors():
                 loc = ".".join(str(p) for p in error["loc"])
-                problems.append(f"[[workspaces]] #{i + 1} {loc}: {error['msg']}")
+                msg = error["msg"].removeprefix("Value error, ")
+                problems.append(f"[[workspaces]] #{i + 1} {loc}: {msg}")
     names = [s.name for s in specs]
     problems += [f"[[workspaces]] name {n!r} is used twice" for n in sorted(
         {n for n in names if names.count(n) > 1})]  # fmt: skip
     if problems:
-        raise ConfigError("\n".join(problems))
+        where = f"{settings.config_path}: " if settings.config_path else ""
+        raise ConfigError("\n".join(where + problem for problem in problems))
     base_dir = settings.config_path.parent if settings.config_path else None
     return [_workspace(spec, settings, environ, base_dir, resolve_secrets) for spec in specs]
 

@@ -23,6 +23,7 @@ import orjson
 
 from convo_analytics._net import is_loopback_host
 from convo_analytics.auth import ApiKeyCredentials, AuthExpired, Credentials
+from convo_analytics.errors import UserError
 from convo_analytics.extract._limiter import AdaptiveLimiter
 from convo_analytics.extract._retry import RETRY_STATUSES, RetryPolicy, parse_retry_after
 from convo_analytics.extract._secrets import check_base_url, origin_of, shown_url
@@ -162,7 +163,7 @@ class ServiceClient:
                 self.reach.first_try = time.monotonic()
             try:
                 header = await self.credentials.authorization(stale=refused)
-            except AuthExpired as exc:
+            except (AuthExpired, UserError) as exc:  # a lost grant, a refused endpoint
                 raise ExtractError(str(exc)) from None
             try:
                 response = await self._client.get(

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit
 
-from convo_analytics._net import is_loopback_host
+from convo_analytics._net import is_loopback_host, origin_of
+from convo_analytics.config import masked_url
 
 __all__ = ["MASK", "Redactor", "check_base_url", "check_header_value", "origin_of", "shown_url"]
 
@@ -77,12 +78,8 @@ def check_header_value(value: str, what: str) -> None:
 
 
 def shown_url(url: str) -> str:
-    """The URL with any user info masked, fit for a message."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{MASK}@{host}"))
+    """The URL with its user info and every query value masked, fit for a message."""
+    return masked_url(url)
 
 
 def check_base_url(url: str) -> str:
@@ -116,17 +113,3 @@ def check_base_url(url: str) -> str:
     if parts.query or parts.fragment:
         raise ValueError(f"{shown!r} has a query or fragment; give the base URL only")
     return url.rstrip("/")
-
-
-def origin_of(url: str) -> str:
-    """``scheme://host:port`` of an absolute URL, default ports written out."""
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    port = port or {"http": 80, "https": 443}.get(parts.scheme)
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{parts.scheme}://{host}:{port}"

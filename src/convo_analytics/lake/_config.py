@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from convo_analytics.config import masked_url, url_secret
 from convo_analytics.errors import UserError
 
 if TYPE_CHECKING:
@@ -63,12 +64,15 @@ class LakeConfig:
         """The lake the settings name; relative SQLite and folder paths are made absolute."""
         uri = settings.get_str("lake.catalog_uri")
         password = settings.get_secret("lake.catalog_password")
-        parsed = _parse(uri)
-        if parsed.password is not None:
+        # The settings refuse such a URL as they are read; this guards Settings made otherwise.
+        if (where := url_secret(uri)) is not None:
             raise LakeUnavailable(
-                "lake.catalog_uri holds a password: remove it from the URL and set "
-                "CONVO_LAKE_CATALOG_PASSWORD (or lake.catalog_password_file) instead"
+                f"lake.catalog_uri ({settings.resolved('lake.catalog_uri').origin}) holds "
+                f"{where}: remove it from the URL and set CONVO_LAKE_CATALOG_PASSWORD (or "
+                "lake.catalog_password_file) instead; PostgreSQL's driver also reads "
+                "PGPASSWORD or a PGPASSFILE"
             )
+        parsed = _parse(uri)
         if password is not None:
             parsed = parsed.set(password=password.reveal())
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
@@ -145,10 +149,15 @@ class LakeConfig:
         return catalog  # type: ignore[return-value]
 
     def _scrub(self, exc: BaseException) -> str:
-        """The first line of an error, with the password (if any) cut out."""
-        text = " ".join(str(exc).split("\n")[0].split())[:300]
-        password = _parse(self.catalog_uri).password
-        return text.replace(str(password), "***") if password else text
+        """The first line of an error, with the password and the query's values cut out."""
+        text = " ".join(str(exc).split("\n")[0].split())
+        parsed = _parse(self.catalog_uri)
+        hidden = [str(parsed.password)] if parsed.password else []
+        hidden += [v for vs in parsed.query.values() for v in ([vs] if isinstance(vs, str) else vs)]
+        for value in sorted(hidden, key=len, reverse=True):
+            if len(value) >= 3:
+                text = text.replace(value, "***")
+        return text[:300]
 
 
 class _SetupRace(Exception):
@@ -165,11 +174,13 @@ def _racing(exc: BaseException) -> bool:
 
 
 def redact_url(uri: str) -> str:
-    """A URL fit for messages: the password is ***; a URL that does not parse is hidden."""
+    """A URL fit for messages: the password and every query value are ***; a URL that does
+    not parse is hidden."""
     try:
-        return str(_parse(uri).render_as_string(hide_password=True))
+        _parse(uri)
     except LakeUnavailable:
         return "(a malformed URL)"
+    return masked_url(uri)
 
 
 def _parse(uri: str) -> URL:

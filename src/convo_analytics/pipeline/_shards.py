@@ -118,7 +118,7 @@ def shard_workspaces(settings: Settings) -> ShardWorkspaces:
     token store's OAuth grants."""
     from convo_analytics.auth import TokenStore
 
-    store = TokenStore(settings.require_path("auth.token_store"))
+    store = TokenStore.from_settings(settings)
     granted = set(store.workspaces())
     workspaces = load_workspaces(settings)
     runnable: list[str] = []

@@ -6,8 +6,10 @@ OAuth 2.0". The sandbox implements what such an integration meets
 authorization code grant with PKCE (S256 only) and a consent step in which
 a workspace admin grants one workspace, the client credentials grant for a
 client bound to one workspace, scopes, short-lived access tokens, rotating
-refresh tokens whose reuse revokes their whole family, revocation (RFC
-7009) and the metadata document (RFC 8414). An access token then travels
+refresh tokens whose reuse revokes their whole family, an authorization
+code whose second use revokes the tokens of its first (RFC 6749, 4.1.2), a
+malformed redirect URI answered 400 ``invalid_request`` (never a 500),
+revocation (RFC 7009) and the metadata document (RFC 8414). An access token then travels
 like an API key and sees only its granted workspace. Authlib runs the
 protocol; this module keeps its records in memory and adapts Starlette's
 requests and responses.
@@ -47,6 +49,8 @@ __all__ = [
     "OAuthClient",
     "OAuthServer",
     "OAuthSettings",
+    "invalid_request",
+    "redirect_problem",
     "required_scope",
 ]
 
@@ -69,6 +73,38 @@ def required_scope(method: str, path: str) -> str | None:
     if resource == "analytics":
         return "analytics:read"
     return f"{resource}:{'read' if method in ('GET', 'HEAD') else 'write'}"
+
+
+def redirect_problem(uri: str) -> str | None:
+    """What makes a redirect URI unusable (None: nothing; whether the client registered it is
+    asked separately). Such a URI is refused before Authlib sees it: parsers disagree on a
+    backslash (``http://127.0.0.1\\@evil.example/`` is 127.0.0.1 to a browser, evil.example
+    to urllib) and Authlib cannot even quote it in an error."""
+    if any(c == "\\" or c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in uri):
+        return "the redirect_uri holds a backslash, a space or a control character"
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError:
+        return "the redirect_uri is not a well-formed URL"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "the redirect_uri is not an absolute http(s) URL"
+    if "@" in parts.netloc:
+        return "the redirect_uri carries user info"
+    if "#" in uri:
+        return "the redirect_uri has a fragment (RFC 6749, 3.1.2)"
+    if port == 0:
+        return "the redirect_uri has port 0"
+    return None
+
+
+def invalid_request(description: str) -> JSONResponse:
+    """RFC 6749's error body (5.2; 4.1.2.1 for a redirect URI that cannot be redirected to)."""
+    return JSONResponse(
+        {"error": "invalid_request", "error_description": description},
+        status_code=400,
+        headers={"Cache-Control": "no-store"},
+    )
 
 
 @dataclass
@@ -228,6 +264,8 @@ class _Request(OAuth2Request):  # type: ignore[misc]
         super().__init__(incoming.method, incoming.url, headers=incoming.headers)
         self._incoming = incoming
         self.payload = _Payload({**incoming.query, **incoming.form})
+        #: The family of the tokens this request was issued (set by ``save_token``).
+        self.issued_family: str | None = None
 
     @property
     def args(self) -> Mapping[str, str]:
@@ -247,6 +285,8 @@ class _Store:
         self.codes: dict[str, AuthCode] = {}
         self.by_access: dict[str, AccessGrant] = {}
         self.by_refresh: dict[str, AccessGrant] = {}
+        #: Exchanged codes -> (the family of the tokens they brought, until when to remember).
+        self.spent: dict[str, tuple[str, float]] = {}
 
     def revoke_family(self, family: str) -> int:
         with self.lock:
@@ -279,13 +319,29 @@ class _CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
             )
 
     def query_authorization_code(self, code: str, client: OAuthClient) -> AuthCode | None:
-        found: AuthCode | None = self.server.store.codes.get(code)
+        store: _Store = self.server.store
+        with store.lock:
+            spent = store.spent.get(code)
+            if spent is not None:  # shown twice: whoever holds it, its tokens end (4.1.2)
+                store.revoke_family(spent[0])
+                return None
+            found: AuthCode | None = store.codes.get(code)
         if found is None or found.client_id != client.client_id or found.expires_at < time.time():
             return None
         return found
 
     def delete_authorization_code(self, authorization_code: AuthCode) -> None:
-        self.server.store.codes.pop(authorization_code.code, None)
+        """The code is spent: remembered (until it would have expired) with the family of
+        the tokens it brought, so that a second use revokes them."""
+        store: _Store = self.server.store
+        with store.lock:
+            store.codes.pop(authorization_code.code, None)
+            now = time.time()
+            for code in [c for c, (_, until) in store.spent.items() if until < now]:
+                del store.spent[code]
+            family = getattr(self.request, "issued_family", None)
+            if family:
+                store.spent[authorization_code.code] = (family, authorization_code.expires_at)
 
     def authenticate_user(self, authorization_code: AuthCode) -> str:
         return authorization_code.workspace_id
@@ -434,6 +490,7 @@ class OAuthServer(AuthorizationServer):  # type: ignore[misc]
             self.store.by_access[grant.access_token] = grant
             if grant.refresh_token:
                 self.store.by_refresh[grant.refresh_token] = grant
+        request.issued_family = family  # for the code grant: what its code brought
 
     def create_oauth2_request(self, request: Any) -> _Request:
         if isinstance(request, _Request):

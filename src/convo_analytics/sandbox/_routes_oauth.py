@@ -19,6 +19,8 @@ from convo_analytics.sandbox._oauth import (
     OAuthClient,
     consent_error,
     consent_page,
+    invalid_request,
+    redirect_problem,
 )
 from convo_analytics.sandbox._routes_control import Admin
 from convo_analytics.sandbox._routes_read import json_response
@@ -40,6 +42,13 @@ async def _incoming(request: Request) -> Incoming:
     )
 
 
+def _malformed_redirect(params: dict[str, str] | Any) -> Response | None:
+    """400 ``invalid_request`` for a redirect URI no one can be sent to (never a 500)."""
+    given = params.get("redirect_uri")
+    problem = redirect_problem(given) if given else None
+    return invalid_request(problem) if problem else None
+
+
 def _issuer(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 
@@ -55,6 +64,8 @@ async def authorize(request: Request) -> Response:
     sandbox = sandbox_of(request)
     server = sandbox.oauth
     incoming = await _incoming(request)
+    if (malformed := _malformed_redirect(incoming.query)) is not None:
+        return malformed
     try:
         grant = server.get_consent_grant(incoming)
     except Exception as exc:  # Authlib's OAuth2Error: invalid client, redirect, PKCE, scope
@@ -82,6 +93,8 @@ async def decide(request: Request) -> Response:
     incoming = await _incoming(request)
     # the authorization request's parameters came back as hidden form fields
     incoming.query = {k: v for k, v in incoming.form.items() if k not in ("admin_key",)}
+    if (malformed := _malformed_redirect(incoming.query)) is not None:
+        return malformed
     try:
         grant = server.get_consent_grant(incoming)
     except Exception as exc:
@@ -114,7 +127,10 @@ def _authorize_error(server: Any, incoming: Incoming, exc: Exception) -> Respons
 
 @router.post("/oauth/token")
 async def token(request: Request) -> Response:
-    response: Response = sandbox_of(request).oauth.create_token_response(await _incoming(request))
+    incoming = await _incoming(request)
+    if (malformed := _malformed_redirect(incoming.form)) is not None:
+        return malformed
+    response: Response = sandbox_of(request).oauth.create_token_response(incoming)
     return response
 
 
