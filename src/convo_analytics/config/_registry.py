@@ -656,10 +656,10 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.INT,
         1024,
         help=(
-            "Memory (MiB) an Explore query may use beyond its process's own; past it the "
-            "query is stopped."
+            "Memory (MiB) an Explore query's process may hold, its own ~140 MiB included; "
+            "past it the query is stopped."
         ),
-        minimum=128,
+        minimum=256,
         maximum=1048576,
     ),
     Setting(

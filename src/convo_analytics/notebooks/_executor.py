@@ -63,7 +63,7 @@ _START_SECONDS = 60.0
 _POLL_SECONDS = 0.05
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 #: Room over the limit the resident-memory watchdog leaves (the address-space cap acts first).
-_WATCH_SLACK_MB = 64
+_WATCH_SLACK_MB = 32
 
 
 def describe_size(mb: int) -> str:
@@ -73,8 +73,9 @@ def describe_size(mb: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What a query may use: memory (MiB, over the process's own size once ready),
-    DuckDB threads, temporary disk (MiB), and how many query processes run at once."""
+    """What a query may use: memory (MiB, the query process's resident memory as a whole,
+    its own ~140 MiB included), DuckDB threads, temporary disk (MiB), and how many query
+    processes run at once."""
 
     memory_mb: int = 1024
     threads: int = 1
@@ -397,7 +398,7 @@ class Executor:
     def _ask(self, process: _Process, request: dict[str, Any], timeout: float) -> QueryResult:
         limits = self.limits
         started = time.perf_counter()
-        watch = process.base_mib + limits.memory_mb + _WATCH_SLACK_MB
+        watch = max(limits.memory_mb, process.base_mib + 32) + _WATCH_SLACK_MB
         memory = f"needed more than {describe_size(limits.memory_mb)} of memory"
 
         def spent() -> float:
@@ -427,7 +428,7 @@ class Executor:
             peak = process.peak() or process.peak_mib
             process.kill()
             code = process.proc.returncode
-            if peak is not None and peak >= process.base_mib + 0.8 * limits.memory_mb:
+            if peak is not None and peak >= 0.8 * limits.memory_mb:
                 return QueryResult(
                     None, f"{memory} (the limit of a query); narrow it down", seconds=spent(),
                     stopped="memory", peak_mib=peak,

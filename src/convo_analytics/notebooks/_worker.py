@@ -2,7 +2,8 @@
 
 Started as ``python -m convo_analytics.notebooks._worker CONFIG`` (never
 forked from the app's threads). It sets up, caps its own address space
-(``RLIMIT_AS``: the size it has once ready plus the query memory), says it is
+(``RLIMIT_AS``: its address space once ready, plus what the memory limit leaves
+over its resident size then), says it is
 ready, then reads one request per line on stdin and answers each on its
 protocol channel (the stdout it was started with; its own fd 1 then points at
 /dev/null, so nothing DuckDB or a library prints can mix in):
@@ -13,7 +14,8 @@ protocol channel (the stdout it was started with; its own fd 1 then points at
   ``bytes`` bytes of the result as an Arrow IPC stream, or ``{"error",
   "kind"}`` (kind: ``refused``, ``error``, ``memory``, ``disk``).
 
-Each request gets a fresh in-memory DuckDB with the configured ``threads``,
+Each snapshot and set of workspaces gets an in-memory DuckDB (kept while the
+requests that follow are for the same ones) with the configured ``threads``,
 ``memory_limit``, a private ``temp_directory`` capped by
 ``max_temp_directory_size``, no extension autoloading and no Python
 replacement scans. It attaches the snapshot read-only, makes a view in the
@@ -72,12 +74,16 @@ class _Worker:
 
         self.config = config
         self.channel = channel
+        #: The database of the last request: (its key, the connection, its views' names).
+        self.kept: tuple[Any, Any, frozenset[str]] | None = None
         self.duckdb = duckdb
         self.scratch = Path(config["scratch"])
         self.hidden = sorted(
             ((str(p), label) for p, label in config.get("hide", {}).items() if p),
             key=lambda item: -len(item[0]),
         )
+        #: MiB a query may add to the process once ready (set by main(), once ready).
+        self.budget_mb = float(config["memory_mb"])
         con = self._connect()
         try:
             con.sql("SELECT 42").to_arrow_table()  # warm: what every query then needs
@@ -87,7 +93,7 @@ class _Worker:
 
     def _connect(self) -> Any:
         cfg = self.config
-        duckdb_memory = max(64, int(cfg["memory_mb"] * 3 // 4))
+        duckdb_memory = max(32, int(self.budget_mb * 3 // 4))
         con = self.duckdb.connect(
             ":memory:",
             config={
@@ -114,11 +120,8 @@ class _Worker:
         workspaces (a table without ``workspace_id``: whole, or left out with
         ``keyed_only``); the views' names."""
         rows = con.execute(
-            "SELECT t.table_name, bool_or(c.column_name = 'workspace_id') FROM "
-            "information_schema.tables t JOIN information_schema.columns c "
-            "ON c.table_catalog = t.table_catalog AND c.table_schema = t.table_schema "
-            "AND c.table_name = t.table_name "
-            "WHERE t.table_catalog = ? AND t.table_schema = 'main' GROUP BY 1 ORDER BY 1",
+            "SELECT table_name, bool_or(column_name = 'workspace_id') FROM duckdb_columns() "
+            "WHERE database_name = ? AND schema_name = 'main' GROUP BY 1 ORDER BY 1",
             [ALIAS],
         ).fetchall()
         workspaces = request.get("workspaces")
@@ -143,6 +146,39 @@ class _Worker:
         self.channel.write(json.dumps(header).encode() + b"\n" + payload)
         self.channel.flush()
 
+    def _database(self, request: dict[str, Any]) -> tuple[Any, frozenset[str]]:
+        """The locked database of the request's snapshot and workspaces, and its views'
+        names: kept for the next request of the same ones (a query cannot change it: it
+        is one SELECT, and the configuration is locked), made anew otherwise."""
+        workspaces = request.get("workspaces")
+        key = (
+            request["snapshot"],
+            tuple(workspaces) if workspaces is not None else None,
+            bool(request.get("keyed_only")),
+        )
+        if self.kept is not None and self.kept[0] == key:
+            return self.kept[1], self.kept[2]
+        self.forget()
+        con = self._connect()
+        try:
+            con.execute(f"ATTACH ? AS {ALIAS} (READ_ONLY)", [request["snapshot"]])
+            tables = self._views(con, request)
+            con.execute("SET TimeZone = 'UTC'")
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+        except BaseException:
+            con.close()
+            raise
+        self.kept = (key, con, tables)
+        return con, tables
+
+    def forget(self) -> None:
+        """Close the kept database (after an error, or for another snapshot)."""
+        if self.kept is not None:
+            with contextlib.suppress(Exception):
+                self.kept[1].close()
+            self.kept = None
+
     def run(self, request: dict[str, Any]) -> None:
         import pyarrow as pa
         import pyarrow.ipc
@@ -150,17 +186,13 @@ class _Worker:
         from convo_analytics.notebooks._guard import refusal
 
         duckdb = self.duckdb
-        con = None
+        failed = True
         try:
-            con = self._connect()
-            con.execute(f"ATTACH ? AS {ALIAS} (READ_ONLY)", [request["snapshot"]])
-            tables = self._views(con, request)
-            con.execute("SET TimeZone = 'UTC'")
-            con.execute("SET enable_external_access = false")
-            con.execute("SET lock_configuration = true")
+            con, tables = self._database(request)
             refused = refusal(con, request["sql"], tables, self.system)
             if refused is not None:
                 self._answer({"error": self._plain(refused), "kind": "refused"})
+                failed = False
                 return
             limit = int(request["row_limit"])
             table = con.sql(request["sql"]).limit(limit + 1).to_arrow_table()
@@ -182,6 +214,7 @@ class _Worker:
                 return
             header = {"ok": True, "rows": table.num_rows, "truncated": truncated}
             self._answer({**header, "bytes": len(data)}, data)
+            failed = False
         except (MemoryError, duckdb.OutOfMemoryException) as exc:
             self._answer({"error": self._plain(str(exc)), "kind": _memory_kind(str(exc))})
         except duckdb.Error as exc:
@@ -189,9 +222,8 @@ class _Worker:
             kind = "disk" if "max_temp_directory_size" in text else "error"
             self._answer({"error": self._plain(text), "kind": kind})
         finally:
-            if con is not None:
-                with contextlib.suppress(Exception):
-                    con.close()
+            if failed:  # a query's error may leave the database in any state: a fresh one next
+                self.forget()
 
 
 def _memory_kind(text: str) -> str:
@@ -206,11 +238,13 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(devnull, 1)
     os.close(devnull)
     worker = _Worker(config, channel)
+    rss = _status_mib("VmRSS")
+    worker.budget_mb = max(32.0, config["memory_mb"] - rss)  # the limit holds the process whole
     if config.get("cap_address_space", True):
-        room = int((_status_mib("VmSize") + config["memory_mb"]) * 2**20)
+        room = int((_status_mib("VmSize") + worker.budget_mb) * 2**20)
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_AS, (room, room))
-    worker._answer({"ready": True, "pid": os.getpid(), "rss_mib": _status_mib("VmRSS")})
+    worker._answer({"ready": True, "pid": os.getpid(), "rss_mib": rss})
     for line in sys.stdin.buffer:
         if not line.strip():
             continue
