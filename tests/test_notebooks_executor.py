@@ -331,3 +331,15 @@ def test_a_new_snapshot_or_workspace_is_read_anew(
                                    (snapshot, ["ws_a"], 30)]:  # fmt: skip
         result = executor.run(path, count, workspaces=workspaces)
         assert result.frame is not None and result.frame["n"][0] == want, (path, workspaces)
+
+
+def test_a_query_process_that_cannot_start_is_one_line(
+    snapshot: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each query tries to start one (once), and says why it could not."""
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    with Executor(Limits(workers=1)) as ex:
+        for _ in range(2):
+            result = ex.run(snapshot, "SELECT 1", timeout=5)
+            assert result.retry and result.error is not None
+            assert result.error.startswith("a query process could not start"), result.error

@@ -326,13 +326,14 @@ class Executor:
                         return process
                     process.kill()
                     pool.killed += 1
+                if pool.start_error is not None and pool.starting == 0:
+                    error, pool.start_error = pool.start_error, None  # the next query retries
+                    return error
                 running = len(pool.busy) + pool.starting
                 if running < max(1, self.limits.workers):
                     pool.starting += 1
                     threading.Thread(target=self._spawn, daemon=True).start()
                     continue
-                if pool.start_error is not None and pool.starting == 0:
-                    return pool.start_error
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return (
