@@ -79,7 +79,7 @@ class _Worker:
         self.duckdb = duckdb
         self.scratch = Path(config["scratch"])
         self.hidden = sorted(
-            ((str(p), label) for p, label in config.get("hide", {}).items() if p),
+            ((str(p), label) for p, label in config.get("hide", {}).items() if len(str(p)) > 1),
             key=lambda item: -len(item[0]),
         )
         #: MiB a query may add to the process once ready (set by main(), once ready).
