@@ -20,7 +20,7 @@ from test_notebooks_executor import REGEXP, SORT, TABLE_FUNCTION_CASES
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboards" / "streamlit_app.py")
-SLOW = "SELECT count(*) FROM range(100000000000)"
+SLOW = "SELECT sum(hash(range)) FROM range(100000000000)"
 MINE, OTHERS = "ws_acme", ("ws_globex", "ws_initech")
 
 
