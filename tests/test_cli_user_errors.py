@@ -147,6 +147,7 @@ CASES = [
     Case(("publish", "--db", NO_DB), "does not exist"),
     Case(("dashboard", "--port", BUSY), "cannot listen"),
     Case(("dashboard", "--host", "0.0.0.0"), "--behind-tls-proxy"),
+    Case(("dashboard", "--workspace", "NOPE"), "--workspace 'NOPE': nothing is published"),
     Case(("run",), "CONVO_API_KEY", unset=("CONVO_API_KEY",)),
     Case(("run",), "no scheme", {"CONVO_RUN_ALERT_WEBHOOK_URL": "hooks.example.com/x"}),
     Case(("run",), "Mars/Base", {"CONVO_TRANSFORM_TIMEZONES": "Mars/Base"}),

@@ -45,6 +45,9 @@ PAGES = [("", "Overview"), ("conversations", "Conversations"), ("leads", "Leads"
 #: The data's first and last day, and the channel with most conversations (set by `served`).
 SPAN: list[str] = []
 TOP_CHANNEL: list[Any] = []
+#: The published folder and its workspace's id (set by `served`).
+PUBLISHED: list[Path] = []
+WORKSPACE: list[str] = []
 #: Tall enough for a page to show whole: Streamlit scrolls its own container, so a
 #: full-page screenshot only ever holds the viewport.
 VIEWPORT = {"width": 1400, "height": 2600}
@@ -65,11 +68,13 @@ def chromium() -> str:
     return path
 
 
-def _start_dashboard(port: int, published: Path) -> subprocess.Popen[bytes]:
+def _start_dashboard(
+    port: int, published: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "convo_analytics.cli", "dashboard", "--port", str(port),
-         "--dir", str(published)],
-        env={**os.environ, "CONVO_PUBLISHED_DIR": str(published)},
+         "--dir", str(published), *args],
+        env={**os.environ, "CONVO_PUBLISHED_DIR": str(published), **(env or {})},
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT,
     )  # fmt: skip
 
@@ -113,6 +118,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         TOP_CHANNEL[:] = con.execute(
             "SELECT channel, count(*) FROM mart_conversations GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1"
         ).fetchall()[0]
+        WORKSPACE[:] = [con.execute("SELECT any_value(workspace_id) FROM mart_conversations")
+                        .fetchall()[0][0]]  # fmt: skip
+        PUBLISHED[:] = [folder / "published"]
         con.close()
     port = free_port()
     proc = _start_dashboard(port, folder / "published")
@@ -331,3 +339,72 @@ def test_end_user_text_shows_as_written_and_the_browser_fetches_nothing_it_names
     left = [u for u in requested if urlsplit(u).scheme in ("http", "https", "ws", "wss")
             and urlsplit(u).netloc != dashboard]  # fmt: skip
     assert left == [], left
+
+
+def _query_processes(parent: int) -> list[int]:
+    """The ids of ``parent``'s children that are Explore query processes."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"convo_analytics.notebooks._worker" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _ended(pid: int, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_explore_stops_a_query_and_its_processes_end_with_the_app(served: str) -> None:
+    """`convo dashboard --workspace ID` in a real browser: a query past the time limit is
+    one line on the page and the next one answers; the query processes are the server's
+    children, and stopping the server ends them."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    proc = _start_dashboard(port, PUBLISHED[0], "--workspace", WORKSPACE[0],
+                            env={"CONVO_DASHBOARD_QUERY_TIMEOUT_SECONDS": "2"})  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+            try:
+                page = browser.new_page(viewport=VIEWPORT)
+                page.goto(f"{url}/explore", wait_until="domcontentloaded", timeout=60_000)
+                settle(page, "Explore")
+                cell = page.locator("textarea").first
+                cell.fill("SELECT sum(hash(range)) FROM range(100000000000)")
+                cell.press("Control+Enter")
+                page.get_by_text("stopped after 2 s").first.wait_for(timeout=60_000)
+                assert page.locator("[data-testid='stException']").count() == 0
+                page.screenshot(path=str(SHOTS / "explore-stopped.png"), full_page=True)
+                cell.fill("SELECT 42 AS answer")
+                cell.press("Control+Enter")
+                page.get_by_text("1 rows in").first.wait_for(timeout=60_000)
+            finally:
+                browser.close()
+        workers = _query_processes(proc.pid)
+        assert workers, "no query process runs under the dashboard"
+        proc.terminate()
+        assert proc.wait(timeout=30) is not None
+        assert all(_ended(pid) for pid in workers), workers
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

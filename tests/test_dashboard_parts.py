@@ -1,5 +1,6 @@
 """The dashboard's pure parts: views in URLs, drill-down from a click, table formats,
-notebook files, Explore's safety and chart choice (no Streamlit needed)."""
+notebook files, Explore's chart choice and literal text (no Streamlit needed; Explore's
+query executor is tested in test_notebooks_executor.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from convo_analytics.dashboard._explore import choose_chart, run_query
+from convo_analytics.dashboard._explore import choose_chart, literal
 from convo_analytics.dashboard._format import for_display, human_duration, label_of
 from convo_analytics.dashboard._notebooks import (
     Cell,
@@ -265,52 +266,6 @@ def test_a_chart_is_chosen_from_the_result_types(
     assert (choice.kind, choice.x, choice.y, choice.color) == (kind, x, y, color)
 
 
-@pytest.fixture(scope="module")
-def small_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("explore") / "snap.duckdb"
-    con = duckdb.connect(str(path))
-    con.execute("CREATE TABLE mart_conversations AS SELECT range AS n, 'web' AS channel "
-                "FROM range(50)")  # fmt: skip
-    con.close()
-    return path
-
-
-@pytest.mark.parametrize(
-    ("sql", "says"),
-    [
-        ("SELECT * FROM read_csv('/etc/passwd')", "disabled by configuration"),
-        ("SELECT * FROM read_text('/etc/hostname')", "disabled by configuration"),
-        ("COPY mart_conversations TO '{dir}/out.csv'", "COPY statements are refused"),
-        ("ATTACH '{dir}/other.duckdb' AS other", "ATTACH statements are refused"),
-        ("INSTALL httpfs", "INSTALL statements are refused"),
-        ("LOAD httpfs", "LOAD statements are refused"),
-        ("SET enable_external_access = true", "SET statements are refused"),
-        ("CREATE TABLE x AS SELECT 1", "CREATE statements are refused"),
-        ("SELECT 1; SELECT 2", "one statement per cell"),
-        ("SELECT * FROM glob('/etc/*')", "disabled by configuration"),
-        ("SELECT nope FROM mart_conversations", "nope"),
-    ],
-)
-def test_explore_refuses_what_is_not_a_read_with_one_line(
-    small_snapshot: Path, sql: str, says: str
-) -> None:
-    folder = small_snapshot.parent
-    result = run_query(small_snapshot, sql.format(dir=folder))
-    assert result.frame is None and result.error is not None and says in result.error
-    assert "\n" not in result.error
-    assert sorted(p.name for p in folder.iterdir()) == ["snap.duckdb"]  # nothing written
-
-
-def test_explore_caps_rows_and_stops_a_long_query(small_snapshot: Path) -> None:
-    capped = run_query(small_snapshot, "SELECT * FROM mart_conversations", row_limit=10)
-    assert capped.frame is not None and capped.frame.height == 10 and capped.truncated
-    whole = run_query(small_snapshot, "SELECT * FROM mart_conversations ORDER BY n;")
-    assert whole.frame is not None and whole.frame.height == 50 and not whole.truncated
-    slow = run_query(small_snapshot, "SELECT count(*) FROM range(100000000000)", timeout=0.5)
-    assert slow.frame is None and slow.error is not None
-    assert slow.error.startswith("stopped after 0.5 s") and slow.seconds < 10
-
-
 def test_the_schema_is_described_from_the_warehouse_doc(tmp_path: Path) -> None:
     con = duckdb.connect()
     con.execute("CREATE TABLE mart_conversations (conversation_id VARCHAR, channel VARCHAR)")
@@ -320,3 +275,19 @@ def test_the_schema_is_described_from_the_warehouse_doc(tmp_path: Path) -> None:
     assert ("channel", "VARCHAR", "the conversation's channel ('unknown' when not given)") in (
         mart.columns
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[click](https://evil.example)", "![x](https://evil.example/p.png)", "<b>bold</b>",
+     "# heading", ":red[alarm] :material/warning: $x^2$", "a `tick` and ``two``", "line\nbreak",
+     "www.evil.example"],
+)  # fmt: skip
+def test_user_text_becomes_one_literal_code_span(text: str) -> None:
+    """A code span is shown as written: markdown makes no link, image, HTML, heading,
+    colour or formula of it, whatever backticks the text holds."""
+    shown = literal(text)
+    fence = shown.split(" ", 1)[0]
+    assert set(fence) == {"`"} and shown.endswith(" " + fence) and "\n" not in shown
+    inner = shown[len(fence) + 1 : -len(fence) - 1]
+    assert inner == " ".join(text.split()) and fence not in inner

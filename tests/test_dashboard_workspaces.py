@@ -264,3 +264,86 @@ def test_the_compliance_export_is_the_chosen_workspaces(
     (data,) = [b for name, b in at.session_state["export_files"].items() if name.endswith("l")]
     rows = [orjson.loads(line) for line in data.splitlines() if line.strip()]
     assert len(rows) == every[ws] and {r["workspace_id"] for r in rows} == {ws}
+
+
+# -- a dashboard started for some workspaces (convo dashboard --workspace) ----------------------
+
+
+def _restricted(published: Path, monkeypatch: pytest.MonkeyPatch, ids: list[str],
+                query: dict[str, Any] | None = None) -> AppTest:  # fmt: skip
+    monkeypatch.setenv("CONVO_DASHBOARD_WORKSPACE_IDS", json.dumps(ids))  # as the command sets
+    return _app(published, monkeypatch, query)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_dashboard_for_one_workspace_shows_only_its_rows(
+    three: dict[str, Any], monkeypatch: pytest.MonkeyPatch, downloads: list[_Recording], page: str
+) -> None:
+    """The sidebar offers that workspace alone (a URL naming another is ignored), and no
+    table or download of any page holds a row of another workspace or of the whole
+    warehouse; the Workspaces page compares it alone."""
+    ws = "ws_globex"
+    at = _restricted(three["published"], monkeypatch, [ws], {"workspace": "ws_acme"})
+    selector = at.sidebar.selectbox(key="filter_workspace")
+    assert selector.options == ["globex"] and selector.value == ws and selector.disabled
+    tiles = {m.label: m.value for m in at.metric}
+    if page != "overview":
+        _page(at, page)
+    if page == "overview":
+        assert _count(tiles["Conversations"]) == three["expected"][ws]["conversations"]
+    tables = [d.value for d in at.dataframe]
+    for table in tables:
+        if "workspace" in table.columns:
+            assert set(table["workspace"]) <= {"globex", "All workspaces"}, (page, table)
+        if "workspace_id" in table.columns:
+            assert set(table["workspace_id"].dropna()) <= {ws}, (page, table)
+    for url, rows in _csv(at, downloads).items():
+        if rows and "workspace" in rows[0]:
+            assert {r["workspace"] for r in _records(rows)} <= {"globex", "All workspaces"}, url
+    if page == "workspaces":
+        (table,) = tables
+        assert list(table["workspace"]) == ["globex", "All workspaces"]
+        assert table["conversations"].iloc[0] == table["conversations"].iloc[1]
+        assert table["conversations"].iloc[0] == three["expected"][ws]["conversations"]
+    if page == "pipeline":
+        assert not any("quarantine" in s.value.lower() for s in at.subheader)
+
+
+def test_a_dashboard_for_two_workspaces_offers_each_never_all(
+    three: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = _restricted(three["published"], monkeypatch, ["ws_initech", "ws_acme"])
+    selector = at.sidebar.selectbox(key="filter_workspace")
+    assert selector.options == ["initech", "acme"] and not selector.disabled
+    assert selector.value == "ws_initech"
+    tiles = {m.label: m.value for m in at.metric}
+    assert _count(tiles["Conversations"]) == three["expected"]["ws_initech"]["conversations"]
+    _page(at, "workspaces")
+    table = at.dataframe[0].value
+    assert list(table["workspace"]) == ["acme", "initech", "All workspaces"]
+    both = sum(three["expected"][w]["conversations"] for w in ("ws_acme", "ws_initech"))
+    assert table["conversations"].iloc[2] == both
+
+
+def test_dashboard_workspace_names_resolve_like_the_exports(
+    three: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By name or id, each once; a name the snapshot does not hold is one line, exit 2."""
+    import subprocess
+    import sys
+
+    from convo_analytics.cli._dashboard_cmd import _workspace_ids
+    from convo_analytics.config import load_settings
+
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(None, {}, environ={})
+    got = _workspace_ids(settings, three["published"], ["globex", "ws_initech", "ws_globex"])
+    assert got == ["ws_globex", "ws_initech"]
+    done = subprocess.run(
+        [sys.executable, "-m", "convo_analytics.cli", "dashboard", "--dir",
+         str(three["published"]), "--workspace", "acme", "--workspace", "NOPE"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    (line,) = done.stderr.splitlines()
+    assert "'NOPE'" in line and "acme, globex, initech" in line

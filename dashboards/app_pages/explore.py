@@ -1,16 +1,23 @@
 """Explore: a notebook of read-only SQL cells over the published snapshot, each with its
 table, a chart and a download; notebooks are plain .sql files, opened by URL
-(``?notebook=NAME``), with the schema browsable beside them."""
+(``?notebook=NAME``), with the schema browsable beside them.
+
+Queries run in the notebooks package's query processes, stopped at the time and
+memory limits (decision D-EXPLORE-EXECUTOR). A cell stopped by a limit is marked
+(beside a named notebook's file) and is not run again when the notebook opens, until
+it is edited or run with its Run button. Text a user wrote (names, titles, the SQL
+quoted in an error) is shown literally, never as markdown."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
 from convo_analytics.dashboard import charts
-from convo_analytics.dashboard._explore import CHART_KINDS, choose_chart, run_query
+from convo_analytics.dashboard._explore import CHART_KINDS, choose_chart, literal
 from convo_analytics.dashboard._notebooks import (
     Cell,
     Notebook,
@@ -24,10 +31,21 @@ from convo_analytics.dashboard._queries import Filters
 from convo_analytics.dashboard._session import (
     app_settings,
     params,
+    published_dir,
     published_snapshot,
     query,
+    restricted_workspaces,
     show_table,
     write_params,
+)
+from convo_analytics.notebooks import (
+    Executor,
+    Limits,
+    QueryResult,
+    cell_key,
+    clear_mark,
+    load_marks,
+    mark_stopped,
 )
 
 FIRST_QUERY = (
@@ -36,14 +54,47 @@ FIRST_QUERY = (
 )
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
-def _run(
-    path: str, snapshot_id: str, sql: str, timeout: float, row_limit: int, workspace: str | None
-) -> Any:
-    del snapshot_id  # part of the key: a new snapshot runs the cell again
-    from pathlib import Path
+@st.cache_resource(max_entries=2, show_spinner=False, on_release=lambda e: e.close())
+def _executor(limits: Limits, published: str) -> Executor:
+    """The app's query processes (one pool per set of limits, closed when replaced)."""
+    return Executor(limits, hide={published: "<published>"})
 
-    return run_query(Path(path), sql, timeout=timeout, row_limit=row_limit, workspace=workspace)
+
+class _NotCached(Exception):
+    """A result the cache must not keep (stopped by a limit, or not run at all)."""
+
+    def __init__(self, result: QueryResult) -> None:
+        super().__init__(result.error)
+        self.result = result
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _cached(
+    path: str,
+    snapshot_id: str,
+    sql: str,
+    timeout: float,
+    row_limit: int,
+    scope: tuple[str, ...] | None,
+    keyed_only: bool,
+    limits: Limits,
+) -> QueryResult:
+    del snapshot_id  # part of the key: a new snapshot runs the cell again
+    result = _executor(limits, str(published_dir().resolve())).run(
+        Path(path), sql, timeout=timeout, row_limit=row_limit, workspaces=scope,
+        keyed_only=keyed_only,
+    )  # fmt: skip
+    if result.stopped is not None or result.retry:
+        raise _NotCached(result)
+    return result
+
+
+def _run(*args: Any) -> QueryResult:
+    """A cell's result: cached when it has rows or an error, run again otherwise."""
+    try:
+        return _cached(*args)
+    except _NotCached as stopped:
+        return stopped.result
 
 
 def _state() -> dict[str, Any]:
@@ -103,21 +154,55 @@ def _slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")[:60] or "notebook"
 
 
+def _stopped() -> dict[str, tuple[str, str]]:
+    """This session's cells stopped by a limit: cell key -> (its line, the limit)."""
+    return st.session_state.setdefault("explore_stopped", {})
+
+
+def _remember_stop(name: str | None, sql: str, result: QueryResult) -> None:
+    assert result.error is not None and result.stopped is not None
+    _stopped()[cell_key(sql)] = (result.error, result.stopped)
+    if name:
+        mark_stopped(saved_dir, name, sql, result.error, result.stopped)
+
+
+def _forget_stop(name: str | None, sql: str) -> None:
+    _stopped().pop(cell_key(sql), None)
+    if name:
+        clear_mark(saved_dir, name, sql)
+
+
 snap = published_snapshot()
 settings = app_settings()
+limits = Limits(
+    memory_mb=settings["query_memory_mb"],
+    threads=settings["query_threads"],
+    temp_mb=settings["query_temp_mb"],
+    workers=settings["query_workers"],
+)
+allowed = restricted_workspaces()
 chosen = st.session_state.get("filters")
 workspace = chosen.workspace if isinstance(chosen, Filters) else None
+if allowed is not None:  # started for these workspaces: their rows only, never the rest
+    scope: tuple[str, ...] | None = (workspace,) if workspace in allowed else allowed
+elif workspace:
+    scope = (workspace,)
+else:
+    scope = None
 saved_dir = settings["notebooks_dir"]
 st.title("Explore")
+names_of = query(snap, "workspace_names") if scope else {}
 st.caption(
     "Read-only SQL over the published snapshot (DuckDB). Each cell shows its rows, a chart "
     "and a download. Queries cannot read files or the network, run at most "
-    f"{settings['query_timeout_seconds']:g} s and return at most "
+    f"{settings['query_timeout_seconds']:g} s in at most "
+    f"{limits.memory_mb:,} MiB of memory and return at most "
     f"{settings['query_row_limit']:,} rows."
     + (
-        f" The tables hold workspace {query(snap, 'workspace_names').get(workspace, workspace)}"
-        "'s rows only (the sidebar's choice)."
-        if workspace
+        " The tables hold the rows of "
+        + ", ".join(literal(names_of.get(ws, ws)) for ws in scope)
+        + " only."
+        if scope
         else ""
     )
 )
@@ -125,14 +210,17 @@ st.caption(
 available = list_notebooks(saved_dir)
 wanted = (params().get("notebook") or [None])[-1]
 if wanted is not None and notebook_name(wanted) is None:
-    st.error(f"{wanted!r} is not a notebook name; pick one below.")
+    st.error(
+        "That is not a notebook name (lower-case letters, digits, - and _); pick one below: "
+        + literal(wanted)
+    )
     wanted = None
 state = _state()
 if wanted != state["name"] or not state.get("loaded"):
     state["loaded"] = True
     loaded = load_notebook(saved_dir, wanted) if wanted else None
     if wanted and loaded is None:
-        st.warning(f"There is no notebook called {wanted}; here is a new one.")
+        st.warning(f"There is no notebook called {literal(wanted)}; here is a new one.")
     _load(
         wanted if loaded else None,
         loaded or Notebook("Untitled notebook", "", [Cell("Cell 1", FIRST_QUERY)]),
@@ -156,10 +244,14 @@ if top[2].button("Save", key="explore_save", width="stretch"):
     if name is None:
         st.error("Name the notebook with lower-case letters, digits, - and _.")
     else:
-        where = save_notebook(saved_dir, name, _current())
+        current = _current()
+        save_notebook(saved_dir, name, current)
+        for cell in current.cells:  # its stopped cells stay stopped under the new name
+            if (stop := _stopped().get(cell_key(cell.sql))) is not None:
+                mark_stopped(saved_dir, name, cell.sql, *stop)
         state["name"] = name
         write_params({"notebook": name}, keep_others=True, owned=("notebook",))
-        st.success(f"Saved as {where}; its link opens it: ?notebook={name}")
+        st.success(f"Saved; its link opens it: {literal('?notebook=' + name)}")
 top[3].download_button(
     ".sql",
     render_notebook(_current()).encode(),
@@ -169,10 +261,13 @@ top[3].download_button(
     width="stretch",
 )
 
+marks = load_marks(saved_dir, state["name"]) if state["name"] else {}
 cells_col, schema_col = st.columns([3, 1])
 with schema_col:
     st.markdown("**Schema**")
     tables = query(snap, "schema")
+    if allowed is not None:  # the tables of no workspace are not this dashboard's
+        tables = [t for t in tables if any(c[0] == "workspace_id" for c in t.columns)]
     by_name = {t.name: t for t in tables}
     table = st.selectbox(
         "Table",
@@ -225,18 +320,40 @@ with cells_col:
             if not sql.strip():
                 st.caption("Write a query: one SELECT statement over the tables on the right.")
                 continue
+            key = cell_key(sql)
+            mark = marks.get(key)
+            stop = _stopped().get(key) or ((mark.line, mark.reason) if mark else None)
+            run_button = stop is not None
+            if run_button and not st.button("Run", key=f"cell_run_{cid}"):
+                st.error(stop[0])  # the executor's own line: no user text in it
+                st.caption(
+                    "Stopped by a limit when it last ran, so it is not run when the notebook "
+                    "opens: edit it, or press Run to run it again."
+                )
+                continue
             result = _run(
                 str(snap.path),
                 snap.snapshot_id,
                 sql,
                 settings["query_timeout_seconds"],
                 settings["query_row_limit"],
-                workspace,
+                scope,
+                allowed is not None,
+                limits,
             )
+            if result.stopped is not None:
+                _remember_stop(state["name"], sql, result)
+                st.error(result.error)  # "stopped after 10 s ...": the executor's own line
+                if not run_button:
+                    st.button("Run", key=f"cell_run_{cid}")
+                continue
+            if stop is not None and not result.retry:
+                _forget_stop(state["name"], sql)
             if result.error is not None:
-                st.error(result.error)
+                st.error(literal(result.error))  # quotes the SQL: shown as written
                 continue
             frame = result.frame
+            assert frame is not None
             more = f" (the first {frame.height:,}; there are more)" if result.truncated else ""
             st.caption(f"{frame.height:,} rows{more} in {result.seconds:.2f} s")
             choice = choose_chart(frame, st.session_state[f"cell_chart_{cid}"])

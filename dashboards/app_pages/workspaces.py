@@ -6,7 +6,13 @@ from __future__ import annotations
 import streamlit as st
 
 from convo_analytics.dashboard import charts
-from convo_analytics.dashboard._session import filters, query, require_snapshot, show_table
+from convo_analytics.dashboard._session import (
+    filters,
+    query,
+    require_snapshot,
+    restricted_workspaces,
+    show_table,
+)
 from convo_analytics.dashboard._workspaces import COMPARED, workspace_label
 
 snap = require_snapshot()
@@ -17,7 +23,7 @@ st.caption(
     f"{f.first} to {f.last} ({f.tz}): each workspace's figures, and all of them together "
     "(counts summed, rates and percentiles over the summed conversations and responses)."
 )
-comparison = query(snap, "compare_workspaces", f)
+comparison = query(snap, "compare_workspaces", f, restricted_workspaces())
 per_workspace = comparison.filter(comparison["workspace_id"].is_not_null())
 labels = {column: label for column, label, _ in COMPARED}
 metric = st.selectbox(

@@ -5,11 +5,12 @@ search, each under 1 s." It reuses the transform benchmark's synthetic
 warehouse (10,000,000 messages with text; built and transformed here when
 missing), publishes a snapshot of it, and in a child process times:
 
-* an Explore cell's round trip (``dashboard._explore.run_query``: a safe
-  connection attaching the snapshot, the statement check, the query, the
-  rows into polars) for each starter notebook's cells and an aggregate over
-  every message; the anchor is the same SQL on a plain read-only DuckDB
-  connection held open (DuckDB alone);
+* an Explore cell's round trip (``notebooks.Executor.run`` with the default
+  limits: the request to a warm query process, its database of the snapshot's
+  views, the statement check, the query, the rows back as Arrow IPC into
+  polars) for each starter notebook's cells and an aggregate over every
+  message; the anchor is the same SQL on a plain read-only DuckDB connection
+  held open (DuckDB alone);
 * the Explore page rendered by AppTest with a starter notebook (cold caches);
 * Conversations: a search of words said, of an end user id and of a
   conversation id over the default 30 days, and the 20th page of a slice
@@ -59,10 +60,10 @@ def child_measure(db: str, published: str) -> None:
     from transform_data import publish_transformed
 
     from convo_analytics.dashboard._conversations import conversation_page
-    from convo_analytics.dashboard._explore import run_query
     from convo_analytics.dashboard._notebooks import STARTERS_DIR, load_notebook
     from convo_analytics.dashboard._queries import Filters, data_range
     from convo_analytics.dashboard._views import Slice
+    from convo_analytics.notebooks import Executor
     from convo_analytics.publish import current_snapshot
 
     publish_transformed(db, published)
@@ -77,6 +78,8 @@ def child_measure(db: str, published: str) -> None:
             cells[f"{path.stem}: {cell.title}"] = cell.sql
     cells["every message by role and tier"] = MESSAGES_SQL
     explore: dict[str, dict[str, float]] = {}
+    executor = Executor()
+    run_query = executor.run
     for label, sql in cells.items():
         result = run_query(snap.path, sql, timeout=60)
         if result.error:
@@ -86,6 +89,7 @@ def child_measure(db: str, published: str) -> None:
             "duckdb_alone": _median(lambda sql=sql: plain.sql(sql).to_arrow_table()),
             "rows": float(result.frame.height if result.frame is not None else 0),
         }
+    executor.close()
     span = data_range(plain)
     assert span is not None
     f = Filters(span[1] - timedelta(days=29), span[1])

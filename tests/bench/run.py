@@ -41,6 +41,7 @@ MODULES = [
     "bench_transform",
     "bench_dashboard",
     "bench_explore",
+    "bench_explore_limits",
     "bench_dagster",
     "bench_lake",
 ]

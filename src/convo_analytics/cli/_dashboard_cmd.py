@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -17,10 +18,13 @@ from convo_analytics.cli._errors import (
     require_loopback,
 )
 from convo_analytics.cli._options import default_of
+from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
 __all__ = ["dashboard"]
 
+#: The workspace ids the app shows (a JSON list), read by dashboard._session.
+WORKSPACES_ENV = "CONVO_DASHBOARD_WORKSPACE_IDS"
 #: The app's entry script, in the repository next to src/.
 APP = Path(__file__).resolve().parents[3] / "dashboards" / "streamlit_app.py"
 
@@ -45,6 +49,15 @@ def dashboard(
             "--dir", metavar="DIR", help=f"Snapshots to read. {default_of('publish.dir')}"
         ),
     ] = None,
+    workspace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workspace",
+            metavar="NAME",
+            help="Serve only this workspace (its [[workspaces]] name or its id; repeatable): "
+            "the sidebar offers only these, every page and Explore's SQL see only their rows.",
+        ),
+    ] = None,
     behind_tls_proxy: BehindTlsProxy = False,
 ) -> None:
     """Serve the Streamlit app over the published snapshot (never the live warehouse)."""
@@ -56,6 +69,7 @@ def dashboard(
     if not APP.exists():
         raise UserError(f"the app's entry script {APP} is missing; run from a checkout of the repo")
     folder = settings.require_path("publish.dir").resolve()
+    ids = _workspace_ids(settings, folder, workspace) if workspace else None
     port = settings.get_int("dashboard.port")
     listening_socket(bind_host, port).close()  # a busy port: one line, exit 2 (not Streamlit's)
     env = {
@@ -69,19 +83,59 @@ def dashboard(
             settings.get_float("dashboard.query_timeout_seconds")
         ),
         "CONVO_DASHBOARD_QUERY_ROW_LIMIT": str(settings.get_int("dashboard.query_row_limit")),
+        **{
+            f"CONVO_DASHBOARD_QUERY_{limit.upper()}": str(
+                settings.get_int(f"dashboard.query_{limit}")
+            )
+            for limit in ("memory_mb", "threads", "workers", "temp_mb")
+        },
         # the same config file for what the app reads itself (read.source, lake.*)
         **({"CONVO_CONFIG": str(settings.config_path)} if settings.config_path else {}),
     }
+    env.pop(WORKSPACES_ENV, None)
+    if ids is not None:
+        env[WORKSPACES_ENV] = json.dumps(ids)
     argv = [
         sys.executable, "-m", "streamlit", "run", str(APP),
         "--server.address", bind_host, "--server.port", str(settings.get_int("dashboard.port")),
         "--server.headless", "true", "--browser.gatherUsageStats", "false",
         "--client.toolbarMode", "minimal",  # no Deploy button: this is not a dev server
     ]  # fmt: skip
+    only = f" (workspaces: {', '.join(ids)})" if ids else ""
     Console(highlight=False, soft_wrap=True).print(
-        f"dashboard on http://{bind_host}:{settings.get_int('dashboard.port')} reading {folder}"
+        f"dashboard on http://{bind_host}:{settings.get_int('dashboard.port')} reading "
+        f"{folder}{only}",
+        markup=False,
     )
     sys.stdout.flush()
     # Become Streamlit rather than wait for it as a child: a stop signal from a service
     # manager, a test or Ctrl-C then reaches the server itself, which leaves no orphan.
     os.execve(sys.executable, argv, env)
+
+
+def _workspace_ids(settings: Settings, folder: Path, wanted: list[str]) -> list[str]:
+    """The ids of the workspaces ``--workspace`` names (a name first, else an id), as the
+    exports resolve them: the current snapshot's workspaces, named by ``[[workspaces]]``."""
+    from convo_analytics.config import load_workspaces
+    from convo_analytics.export import find_workspace, warehouse_workspaces
+    from convo_analytics.publish import SnapshotUnreadable, current_snapshot
+
+    try:
+        snap = current_snapshot(folder)
+    except SnapshotUnreadable as exc:
+        raise UserError(
+            f"--workspace {wanted[0]!r}: the published snapshot in {folder} cannot be read "
+            f"({exc.reason}); run 'convo publish'"
+        ) from None
+    if snap is None:
+        raise UserError(
+            f"--workspace {wanted[0]!r}: nothing is published in {folder} yet to find it in; "
+            "run 'convo publish' first"
+        )
+    configured = load_workspaces(settings, resolve_secrets=False)
+    con = snap.connect()
+    try:
+        known = warehouse_workspaces(con, configured)
+    finally:
+        con.close()
+    return list(dict.fromkeys(find_workspace(known, w, configured).workspace_id for w in wanted))

@@ -643,7 +643,7 @@ SETTINGS: tuple[Setting, ...] = (
         "dashboard.query_timeout_seconds",
         Kind.FLOAT,
         10.0,
-        help="An Explore query running longer than this is interrupted.",
+        help="An Explore query running longer than this is stopped (its process killed).",
         minimum=0.1,
         maximum=600.0,
     ),
@@ -654,6 +654,44 @@ SETTINGS: tuple[Setting, ...] = (
         help="Rows an Explore query returns at most (the cell says when there were more).",
         minimum=1,
         maximum=1000000,
+    ),
+    Setting(
+        "dashboard.query_memory_mb",
+        Kind.INT,
+        1024,
+        help=(
+            "Memory (MiB) an Explore query's process may hold, its own ~140 MiB included; "
+            "past it the query is stopped."
+        ),
+        minimum=256,
+        maximum=1048576,
+    ),
+    Setting(
+        "dashboard.query_threads",
+        Kind.INT,
+        1,
+        help="DuckDB threads an Explore query runs on.",
+        minimum=1,
+        maximum=256,
+    ),
+    Setting(
+        "dashboard.query_workers",
+        Kind.INT,
+        2,
+        help=(
+            "Explore query processes kept running (queries at once); the app may use up to "
+            "this many times query_memory_mb."
+        ),
+        minimum=1,
+        maximum=64,
+    ),
+    Setting(
+        "dashboard.query_temp_mb",
+        Kind.INT,
+        1024,
+        help="Temporary disk (MiB) an Explore query may spill to; past it the query is stopped.",
+        minimum=0,
+        maximum=1048576,
     ),
     # -- lake: the shared Apache Iceberg lake (convo publish --lake) -------------------
     Setting(

@@ -1,18 +1,7 @@
 """Explore's notebooks as plain files, and the schema an analyst browses beside them.
 
-A notebook is a ``.sql`` file anyone can read, diff and run elsewhere: a
-title comment, an optional description, then cells, each opened by a
-``-- %% <title>`` line, optionally followed by ``-- chart: <kind>``, then its
-query::
-
-    -- Escalations by reason and channel
-    -- Which reasons send conversations to a person, and through which channel.
-
-    -- %% Escalations by reason
-    -- chart: bar
-    SELECT reason_code, count(*) AS escalations FROM mart_escalations GROUP BY 1
-
-Starter notebooks ship in the repository beside the app
+The file format is the notebooks package's (``notebooks._format``, decision
+D-NOTEBOOK-FORMAT). Starter notebooks ship in the repository beside the app
 (``dashboards/notebooks/``); notebooks saved from the page go to
 ``dashboard.notebooks_dir`` (``data/notebooks/``) and win over a starter of
 the same name. A notebook's name is its file's stem, restricted to lower-case
@@ -24,12 +13,18 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
-from convo_analytics.dashboard._explore import CHART_KINDS, ChartKind
+from convo_analytics.notebooks import (
+    Cell,
+    Notebook,
+    notebook_name,
+    parse_notebook,
+    render_notebook,
+)
 
 __all__ = [
     "STARTERS_DIR",
@@ -49,70 +44,6 @@ ROOT = Path(__file__).resolve().parents[3]
 #: The starter notebooks, in the repository next to the app.
 STARTERS_DIR = ROOT / "dashboards" / "notebooks"
 WAREHOUSE_DOC = ROOT / "docs" / "warehouse.md"
-_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
-_CELL = re.compile(r"^--\s*%%\s*(.*)$")
-_CHART = re.compile(r"^--\s*chart:\s*(\w+)\s*$")
-
-
-@dataclass
-class Cell:
-    title: str
-    sql: str
-    chart: ChartKind = "auto"
-
-
-@dataclass
-class Notebook:
-    title: str
-    description: str = ""
-    cells: list[Cell] = field(default_factory=list)
-
-
-def notebook_name(text: str) -> str | None:
-    """``text`` as a notebook name when it is one (a plain file stem), else None."""
-    return text if _NAME.fullmatch(text or "") else None
-
-
-def parse_notebook(text: str) -> Notebook:
-    """A notebook from its file's text (lenient: text before any cell marker with SQL in
-    it becomes the first cell)."""
-    head: list[str] = []
-    cells: list[Cell] = []
-    for line in text.splitlines():
-        marker = _CELL.match(line)
-        if marker:
-            cells.append(Cell(marker.group(1).strip() or f"Cell {len(cells) + 1}", ""))
-            continue
-        if not cells:
-            head.append(line)
-            continue
-        chart = _CHART.match(line)
-        cell = cells[-1]
-        if chart and not cell.sql.strip() and chart.group(1) in CHART_KINDS:
-            cell.chart = chart.group(1)  # type: ignore[assignment]
-        else:
-            cell.sql += line + "\n"
-    comments = [ln[2:].strip() for ln in head if ln.startswith("--")]
-    stray = "\n".join(ln for ln in head if ln.strip() and not ln.startswith("--"))
-    if stray:
-        cells.insert(0, Cell("Cell 1", stray))
-    for cell in cells:
-        cell.sql = cell.sql.strip().rstrip(";").strip()
-    title = comments[0] if comments else "Untitled notebook"
-    return Notebook(title, " ".join(c for c in comments[1:] if c), cells)
-
-
-def render_notebook(notebook: Notebook) -> str:
-    """The file's text (``parse_notebook`` reads it back to the same notebook)."""
-    lines = [f"-- {notebook.title.strip() or 'Untitled notebook'}"]
-    if notebook.description.strip():
-        lines.append(f"-- {' '.join(notebook.description.split())}")
-    for cell in notebook.cells:
-        lines += ["", f"-- %% {' '.join(cell.title.split()) or 'Cell'}"]
-        if cell.chart != "auto":
-            lines.append(f"-- chart: {cell.chart}")
-        lines.append(cell.sql.strip().rstrip(";").strip() + ";")
-    return "\n".join(lines) + "\n"
 
 
 def _folders(saved_dir: Path) -> list[Path]:

@@ -348,15 +348,21 @@ def _of_workspace(column: str) -> str:
 
 
 def pipeline_status(
-    con: duckdb.DuckDBPyConnection, workspace: str | None = None
+    con: duckdb.DuckDBPyConnection, workspace: str | None = None, whole_warehouse: bool = True
 ) -> dict[str, pl.DataFrame]:
     """Freshness (last successful runs, bookmarks), run history and the open quarantine (rows
     a replay or a later read has loaded since are resolved, not counted).
 
     Extractions and bookmarks are a workspace's (``workspace``: that one's only); the
     nightly run, webhook ingests, transforms and the quarantine serve the whole warehouse,
-    so they are shown whatever the workspace, their ``workspace_id`` NULL.
+    so they are shown whatever the workspace, their ``workspace_id`` NULL; without
+    ``whole_warehouse`` (a dashboard started for some workspaces) they are left out.
     """
+    if not whole_warehouse:
+        return {
+            name: frame.filter(pl.col("workspace_id").is_not_null())
+            for name, frame in pipeline_status(con, workspace).items()
+        }
     ws = "workspace_id" if has_column(con, "extract_runs", "workspace_id") else "NULL"
     mine = _of_workspace(ws)
     chosen = [workspace, workspace]

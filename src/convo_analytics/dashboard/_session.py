@@ -17,6 +17,7 @@ view.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import replace
@@ -56,6 +57,8 @@ from convo_analytics.publish import (
 
 #: Where published snapshots are looked for: this variable, else data/published.
 PUBLISHED_DIR_ENV = "CONVO_PUBLISHED_DIR"
+#: The workspace ids a dashboard started with --workspace shows (a JSON list; unset: all).
+WORKSPACES_ENV = "CONVO_DASHBOARD_WORKSPACE_IDS"
 ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/Los_Angeles",
          "Asia/Kolkata", "Asia/Tokyo", "Australia/Sydney")  # fmt: skip
 #: Functions a page may ask for by name through :func:`query`.
@@ -89,7 +92,27 @@ def app_settings() -> dict[str, Any]:
         "notebooks_dir": settings.require_path("dashboard.notebooks_dir"),
         "query_timeout_seconds": settings.get_float("dashboard.query_timeout_seconds"),
         "query_row_limit": settings.get_int("dashboard.query_row_limit"),
+        "query_memory_mb": settings.get_int("dashboard.query_memory_mb"),
+        "query_threads": settings.get_int("dashboard.query_threads"),
+        "query_workers": settings.get_int("dashboard.query_workers"),
+        "query_temp_mb": settings.get_int("dashboard.query_temp_mb"),
     }
+
+
+def restricted_workspaces() -> tuple[str, ...] | None:
+    """The workspace ids the dashboard was started for (``convo dashboard --workspace``),
+    or None: every workspace. Set but unreadable or empty, it shows none (never all)."""
+    raw = os.environ.get(WORKSPACES_ENV)
+    if raw is None:
+        return None
+    try:
+        ids = json.loads(raw)
+    except ValueError:
+        ids = None
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i for i in ids):
+        st.error("This dashboard was started for workspaces it cannot read; restart it.")
+        st.stop()
+    return tuple(dict.fromkeys(ids))
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -214,8 +237,11 @@ def known(snap: Snapshot) -> Known:
     span = query(snap, "data_range")
     assert span is not None
     first_day, last_day = span
-    return Known(first_day, last_day, tuple(query(snap, "channels")),
-                 query(snap, "workspace_names"), ZONES)  # fmt: skip
+    names: dict[str, str] = query(snap, "workspace_names")
+    allowed = restricted_workspaces()
+    if allowed is not None:  # a dashboard started for these workspaces knows only them
+        names = {ws: names.get(ws, ws) for ws in allowed}
+    return Known(first_day, last_day, tuple(query(snap, "channels")), names, ZONES)
 
 
 def _within(value: Any, low: date, high: date) -> Any:
@@ -234,6 +260,10 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
         return None
     data = known(snap)
     names = dict(data.workspaces or {})
+    allowed = restricted_workspaces()
+    # started for some workspaces: one of them, never all
+    all_too = allowed is None and len(names) > 1
+    choices = ["", *names] if all_too else list(names) if allowed is not None else [""]
     lowest, highest = data.first_day - timedelta(days=366), data.last_day + timedelta(days=1)
     if "filter_range" not in st.session_state:  # a new session: the URL's view, if any
         from_url, notes = filters_from_url(_params(), data)
@@ -251,6 +281,8 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
     held = [c for c in st.session_state.get("filter_channels", []) if c in data.channels]
     if held != st.session_state.get("filter_channels", []):  # a new snapshot
         st.session_state["filter_channels"] = held
+    if allowed is not None and st.session_state["filter_workspace"] not in choices:
+        st.session_state["filter_workspace"] = choices[0]
     if "_pending_channels" in st.session_state:  # a chart's click picked a channel
         st.session_state["filter_channels"] = [
             c for c in st.session_state.pop("_pending_channels") if c in data.channels
@@ -265,10 +297,10 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
                                 placeholder="all")  # fmt: skip
         workspace = st.selectbox(
             "Workspace",
-            ["", *names] if len(names) > 1 else [""],
+            choices,
             format_func=lambda ws: workspace_label(names, ws or None),
             key="filter_workspace",
-            disabled=len(names) <= 1,
+            disabled=len(choices) <= 1,
             help="Every page's figures, tables and downloads are this workspace's; "
             "all workspaces are summed (the Workspaces page compares them).",
         )
@@ -276,6 +308,8 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
     days: list[Any] = list(picked) if isinstance(picked, tuple) else [picked]
     days = [d for d in days if isinstance(d, date)] or [default.first, default.last]
     first, last = days[0], days[-1]  # one day while the user is mid-way through picking
+    if allowed is not None and workspace not in allowed:
+        workspace = allowed[0]
     f = Filters(first, last, str(tz), tuple(chosen), str(workspace) if workspace else None)
     _url_notes(f)
     write_params(
@@ -422,6 +456,7 @@ def open_conversations(drill: Drill, f: Filters) -> None:
 __all__ = [
     "PUBLISHED_DIR_ENV",
     "SLICE_PARAMS",
+    "WORKSPACES_ENV",
     "ZONES",
     "app_settings",
     "chart_with_drill",
@@ -436,6 +471,7 @@ __all__ = [
     "published_snapshot",
     "query",
     "require_snapshot",
+    "restricted_workspaces",
     "show_table",
     "sidebar_filters",
     "snapshot",

@@ -13,6 +13,7 @@ summed counts, percentiles over all the responses).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import duckdb
 import polars as pl
@@ -125,16 +126,27 @@ def _leads(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str | None, int]:
     return counts
 
 
-def compare_workspaces(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
+def compare_workspaces(
+    con: duckdb.DuckDBPyConnection, f: Filters, only: tuple[str, ...] | None = None
+) -> pl.DataFrame:
     """The main KPIs of every workspace for the filters' range and channels, one row each
     (ordered by name), and a last row of all of them together (``workspace_id`` NULL).
 
-    Every workspace is compared whatever workspace the filters choose.
+    Every workspace is compared whatever workspace the filters choose; with ``only`` (a
+    dashboard started for some workspaces), those alone, and the last row is theirs.
     """
     everything = Filters(f.first, f.last, f.tz, f.channels)
     cube = cube_of(con, everything)
     leads = _leads(con, everything)
     names = workspace_names(con)
+    if only is not None:
+        names = {ws: name for ws, name in names.items() if ws in only}
+        frames = {
+            name: getattr(cube, name).filter(pl.col("workspace_id").is_in(list(only)))
+            for name in cube.frames
+        }
+        cube = replace(cube, **frames, daily_percentiles=None)
+        leads[None] = sum(n for ws, n in leads.items() if ws in only)
     rows = []
     for workspace in (*names, None):
         mine = in_workspace(cube, workspace)

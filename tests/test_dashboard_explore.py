@@ -1,0 +1,208 @@
+"""The Explore page under hostile input, through AppTest over a snapshot of three workspaces
+made by the pipeline: queries stopped at the limits in one line (the page answering the
+next one), stopped cells not run again when their notebook opens, user text shown as
+written, and a dashboard started for one workspace (``convo dashboard --workspace``, whose
+environment is set here as the command sets it) reaching nothing of the others."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from convo_analytics.dashboard._explore import literal
+from dashboard_support import three_workspaces
+from test_notebooks_executor import REGEXP, SORT, TABLE_FUNCTION_CASES
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "dashboards" / "streamlit_app.py")
+SLOW = "SELECT sum(hash(range)) FROM range(100000000000)"
+MINE, OTHERS = "ws_acme", ("ws_globex", "ws_initech")
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("dashboard-explore")
+    with three_workspaces(folder, conversations=60) as (path, _db):
+        yield path
+
+
+def _explore(
+    published: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    *,
+    timeout: str = "2",
+    only: list[str] | None = None,
+    **query: str,
+) -> AppTest:
+    monkeypatch.setenv("CONVO_PUBLISHED_DIR", str(published))
+    monkeypatch.setenv("CONVO_DASHBOARD_NOTEBOOKS_DIR", str(tmp_path / "notebooks"))
+    monkeypatch.setenv("CONVO_DASHBOARD_QUERY_TIMEOUT_SECONDS", timeout)
+    monkeypatch.setenv("CONVO_DASHBOARD_QUERY_MEMORY_MB", "512")
+    monkeypatch.setenv("CONVO_DASHBOARD_QUERY_WORKERS", "1")
+    if only is not None:
+        monkeypatch.setenv("CONVO_DASHBOARD_WORKSPACE_IDS", json.dumps(only))
+    else:
+        monkeypatch.delenv("CONVO_DASHBOARD_WORKSPACE_IDS", raising=False)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, at.exception
+    at.switch_page("app_pages/explore.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _cells(at: AppTest) -> list[Any]:
+    return [t for t in at.text_area if str(t.key).startswith("cell_sql_")]
+
+
+def _cid(cell: Any) -> str:
+    return str(cell.key).removeprefix("cell_sql_")
+
+
+def _shown(at: AppTest) -> str:
+    """Everything the page shows as text: messages, captions, markdown and every table."""
+    parts = [e.value for kind in ("error", "warning", "info", "success", "caption", "markdown",
+                                  "text", "code") for e in at.get(kind)]  # fmt: skip
+    parts += [d.value.to_csv() for d in at.dataframe]
+    return "\n".join(str(p) for p in parts)
+
+
+@pytest.mark.parametrize("sql", [SORT, REGEXP], ids=["list_sort", "regexp_replace"])
+def test_the_page_stops_a_query_in_one_line_and_answers_the_next(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sql: str
+) -> None:
+    at = _explore(published, monkeypatch, tmp_path)
+    (cell,) = _cells(at)
+    cell.input(sql).run()
+    assert not at.exception, at.exception
+    (error,) = at.error
+    assert error.value.startswith(("stopped after 2 s", "needed more than 512 MiB of memory"))
+    assert "\n" not in error.value and "Traceback" not in _shown(at)
+    assert at.button(key=f"cell_run_{_cid(cell)}")  # it can be run again by hand
+    _cells(at)[0].input("SELECT 42 AS answer").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any(list(d.value["answer"]) == [42] for d in at.dataframe if "answer" in d.value)
+
+
+def test_a_stopped_cell_is_not_run_again_when_its_notebook_opens(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    at = _explore(published, monkeypatch, tmp_path, timeout="1")
+    _cells(at)[0].input(SLOW).run()
+    assert at.error[0].value.startswith("stopped after 1 s")
+    at.text_input(key="explore_save_as").input("slow-one").run()
+    at.button(key="explore_save").click().run()
+    assert not at.exception, at.exception
+    marks_file = tmp_path / "notebooks" / "slow-one.stopped.json"
+    marks = json.loads(marks_file.read_text())
+    (mark,) = marks.values()
+    assert mark["reason"] == "time" and mark["line"].startswith("stopped after 1 s")
+    mark["at"] = "2000-01-01T00:00:00+00:00"  # a run on open would stamp it anew
+    marks_file.write_text(json.dumps(marks))
+
+    again = _explore(published, monkeypatch, tmp_path, timeout="1", notebook="slow-one")
+    (cell,) = _cells(again)
+    assert cell.value == SLOW
+    (error,) = again.error
+    assert error.value.startswith("stopped after 1 s")
+    assert any("not run when the notebook opens" in c.value for c in again.caption)
+    assert json.loads(marks_file.read_text()) == marks  # not run: the mark is as it was
+
+    again.button(key=f"cell_run_{_cid(cell)}").click().run()  # run by hand: stopped again
+    assert not again.exception, again.exception
+    assert again.error[0].value.startswith("stopped after 1 s")
+    (renewed,) = json.loads(marks_file.read_text()).values()
+    assert renewed["at"] != "2000-01-01T00:00:00+00:00"
+
+    _cells(again)[0].input("SELECT 7 AS seven").run()  # edited: it runs
+    assert not again.error and any("seven" in d.value for d in again.dataframe)
+
+
+@pytest.mark.parametrize(
+    "bad", ["[x](https://evil.example)", "<img src=x onerror=alert(1)>", "# big :red[loud]"]
+)
+def test_a_bad_notebook_name_in_the_url_is_shown_as_written(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, bad: str
+) -> None:
+    at = _explore(published, monkeypatch, tmp_path, notebook=bad)
+    (error,) = at.error
+    assert error.value.startswith("That is not a notebook name")
+    assert error.value.endswith(literal(bad))  # a code span: markdown shows it as written
+
+
+def test_an_error_quoting_the_sql_is_shown_as_written(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    at = _explore(published, monkeypatch, tmp_path)
+    _cells(at)[0].input('SELECT "[click](https://evil.example)" FROM mart_conversations').run()
+    (error,) = at.error
+    assert error.value.startswith("`") and "[click](https://evil.example)" in error.value
+    assert error.value == literal(error.value.strip("`").strip())
+
+
+#: What reaches past one workspace's views on the page (see test_notebooks_executor.HOSTILE).
+HOSTILE = [
+    "SELECT * FROM snapshot.main.mart_conversations",
+    "SELECT * FROM read_blob('{path}')",
+    "SELECT * FROM json_execute_serialized_sql(json_serialize_sql("
+    "'SELECT * FROM snapshot.main.mart_conversations'))",
+    "SELECT * FROM duckdb_databases()",
+    "SELECT * FROM duckdb_settings()",
+    "SELECT current_setting('temp_directory')",
+    "SELECT * FROM pg_settings",
+    "SELECT * FROM quarantine",
+]
+
+
+@pytest.mark.parametrize("sql", HOSTILE)
+def test_a_dashboard_for_one_workspace_shows_nothing_else(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sql: str
+) -> None:
+    at = _explore(published, monkeypatch, tmp_path, only=[MINE])
+    snapshot = next(published.glob("warehouse-*.duckdb"))
+    _cells(at)[0].input(sql.format(path=snapshot)).run()
+    assert not at.exception, at.exception
+    (error,) = at.error
+    assert not [d for d in at.dataframe if "column" not in d.value]  # no rows, only the schema
+    shown = _shown(at)
+    for other in (*OTHERS, "globex", "initech", str(published.parent), str(ROOT)):
+        assert other not in shown, (other, error.value)
+
+
+def test_a_dashboard_for_one_workspace_reads_its_rows(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    at = _explore(published, monkeypatch, tmp_path, only=[MINE], workspace="ws_globex")
+    assert at.sidebar.selectbox(key="filter_workspace").value == MINE  # not the URL's
+    _cells(at)[0].input(
+        "SELECT workspace_id, count(*) AS n FROM mart_conversations GROUP BY ALL UNION ALL "
+        "SELECT workspace_id, count(*) FROM messages GROUP BY ALL UNION ALL "
+        "SELECT workspace_id, count(*) FROM workspaces GROUP BY ALL"
+    ).run()
+    assert not at.error, [e.value for e in at.error]
+    table = next(d.value for d in at.dataframe if "n" in d.value)
+    assert set(table["workspace_id"]) == {MINE} and len(table) == 3
+    tables = next(d.value for d in at.dataframe if "column" in d.value)
+    assert "workspace_id" in set(tables["column"])
+    schema = at.selectbox(key="explore_schema_table")
+    assert "quarantine" not in schema.options and "pipeline_runs" not in schema.options
+
+
+@pytest.mark.parametrize("name", sorted(TABLE_FUNCTION_CASES))
+def test_an_allowed_table_function_works_for_one_workspace(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str
+) -> None:
+    sql, rows = TABLE_FUNCTION_CASES[name]
+    at = _explore(published, monkeypatch, tmp_path, only=[MINE])
+    _cells(at)[0].input(sql).run()
+    assert not at.error, [e.value for e in at.error]
+    (column,) = rows[0]
+    table = next(d.value for d in at.dataframe if column in d.value)
+    assert table.to_dict("records") == rows
