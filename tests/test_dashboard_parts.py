@@ -287,7 +287,12 @@ def test_user_text_becomes_one_literal_code_span(text: str) -> None:
     """A code span is shown as written: markdown makes no link, image, HTML, heading,
     colour or formula of it, whatever backticks the text holds."""
     shown = literal(text)
+    assert "\n" not in shown
+    if not shown.startswith("`"):  # plain words stay as they are (dashboard._text.plain)
+        assert shown == " ".join(text.split()) and not set(shown) & set("[]()<>#*_`:$!~|\\")
+        return
     fence = shown.split(" ", 1)[0]
-    assert set(fence) == {"`"} and shown.endswith(" " + fence) and "\n" not in shown
+    assert set(fence) == {"`"} and shown.endswith(" " + fence)
     inner = shown[len(fence) + 1 : -len(fence) - 1]
-    assert inner == " ".join(text.split()) and fence not in inner
+    # a zero-width space keeps ":material/" from becoming an icon (Streamlit rewrites it)
+    assert inner.replace("\u200b", "") == " ".join(text.split()) and fence not in inner

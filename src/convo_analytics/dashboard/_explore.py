@@ -7,24 +7,21 @@ query process it can stop (decisions D-EXPLORE-SAFETY, D-EXPLORE-EXECUTOR).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import polars as pl
 
+from convo_analytics.dashboard._text import plain
 from convo_analytics.notebooks import CHART_KINDS, ChartKind
 
 __all__ = ["CHART_KINDS", "ChartChoice", "ChartKind", "choose_chart", "literal"]
 
 
 def literal(text: str) -> str:
-    """``text`` on one line as a markdown code span, which markdown shows exactly as
-    written: a notebook's name, a cell's title or a query's error (which quotes the SQL)
-    gives no link, image, HTML, heading, colour or formula in ``st.error``. The fence is
-    one backtick longer than the longest run of backticks in the text."""
-    line = " ".join(str(text).split())
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", line)), default=0) + 1)
-    return f"{fence} {line} {fence}"
+    """``text`` shown as written inside ``st.error`` and the like: a notebook's name, a
+    cell's title or a query's error (which quotes the SQL) gives no link, image, HTML,
+    heading, colour or formula (``_text.plain``, uncut)."""
+    return plain(text, None)
 
 
 @dataclass(frozen=True, slots=True)
