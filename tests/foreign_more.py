@@ -27,9 +27,11 @@ parameters are ignored. Ids ``conv_1``, ``lead_1``, ``msg_1``; times ISO
 The summary is JSON, ``{"period", "days": [{"day", "total_conversations",
 ...}]}``, for ``since``..``until``, else for the 7 days ending today (UTC).
 
-``app.hidden`` (a dict: list kind -> n) makes a listing leave out its ``n``
-oldest-updated records while still counting them in its total: a service
-whose listing lost records (a search index behind its store). A summary's
+``app.knobs.hidden`` (a dict: list kind -> n) makes a listing leave out its
+``n`` oldest-updated records while still counting them in its total: a
+service whose listing lost records (a search index behind its store);
+``app.knobs.total_of_all`` makes a total count the whole collection, whatever
+the filter (``filter[updated][gt]``, ``modified_since``) left. A summary's
 day counts, in UTC, the conversations started that day (all, resolved,
 abandoned, open) and the user and assistant messages sent that day, so a
 correct extraction reconciles with it without a difference.
@@ -41,6 +43,7 @@ import csv
 import io
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -194,8 +197,16 @@ def _page_number(request: Request, name: str, default: int) -> int:
     return int(raw)
 
 
+@dataclass
+class Knobs:
+    """How a service misbehaves, set by a test while it serves."""
+
+    hidden: dict[str, int] = field(default_factory=dict)
+    total_of_all: bool = False
+
+
 def _jsonapi_list(
-    request: Request, items: list[tuple[datetime, int, Json]], hidden: int
+    request: Request, items: list[tuple[datetime, int, Json]], hidden: int, of_all: bool
 ) -> Response:
     try:
         size = min(_page_number(request, "page[size]", 10), 50)
@@ -209,7 +220,7 @@ def _jsonapi_list(
     if since is not None:
         since = since if since.tzinfo else since.replace(tzinfo=UTC)
         ordered = [i for i in ordered if i[0] > since]
-    total = len(ordered)
+    total = len(items) if of_all else len(ordered)
     listed = ordered[hidden:]  # the records the listing lost, still counted in the total
     page = listed[(number - 1) * size : number * size]
     last = max(1, -(-len(listed) // size))
@@ -261,7 +272,7 @@ def _ranges_lead(x: Lead) -> Json:
 
 
 def _ranges_list(
-    request: Request, items: list[tuple[datetime, int, Json]], hidden: int
+    request: Request, items: list[tuple[datetime, int, Json]], hidden: int, of_all: bool
 ) -> Response:
     params = request.query_params
     try:
@@ -275,7 +286,7 @@ def _ranges_list(
     if since is not None:
         since = since if since.tzinfo else since.replace(tzinfo=UTC)
         ordered = [i for i in ordered if i[0] >= since]
-    total = len(ordered)
+    total = len(items) if of_all else len(ordered)
     listed = ordered[hidden:]
     page = listed[max(skip, 0) : max(skip, 0) + take]
     span = f"{skip}-{skip + len(page) - 1}" if page else "*"
@@ -303,15 +314,14 @@ def _ranges_summary(domain: ForeignDomain, request: Request) -> Response:
 
 
 class MoreApp(ForeignApp):
-    #: Per list (conversations, leads): how many of its oldest-updated records it leaves out.
-    hidden: dict[str, int]
+    knobs: Knobs
 
 
 def make_app(domain: ForeignDomain, shape: str, key: str) -> MoreApp:
     """The service of ``domain`` in ``shape`` (one of SHAPES)."""
     if shape not in SHAPES:
         raise ValueError(f"unknown shape {shape!r}; one of {SHAPES}")
-    hidden: dict[str, int] = {}
+    knobs = Knobs()
 
     def items(kind: str) -> list[tuple[datetime, int, Json]]:
         with domain.lock:
@@ -326,7 +336,7 @@ def make_app(domain: ForeignDomain, shape: str, key: str) -> MoreApp:
     def lister(kind: str) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
             listing = _jsonapi_list if shape == "jsonapi" else _ranges_list
-            return listing(request, items(kind), hidden.get(kind, 0))
+            return listing(request, items(kind), knobs.hidden.get(kind, 0), knobs.total_of_all)
 
         return endpoint
 
@@ -365,7 +375,7 @@ def make_app(domain: ForeignDomain, shape: str, key: str) -> MoreApp:
         middleware=[Middleware(_Guard, key=key, log=log)],
         exception_handlers={404: _error, 405: _error},
     )
-    app.requests, app.domain, app.shape, app.hidden = log, domain, shape, hidden
+    app.requests, app.domain, app.shape, app.knobs = log, domain, shape, knobs
     return app
 
 
