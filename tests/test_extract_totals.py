@@ -21,7 +21,6 @@ from starlette.routing import Route
 
 from convo_analytics._serving import ServerThread
 from convo_analytics.extract import ExtractResult, load_source
-from convo_analytics.extract._paging import total_in_header
 from extract_support import extract, warehouse_rows
 from foreign_more import serve
 from foreign_services import ForeignDomain
@@ -74,6 +73,8 @@ def _bookmark(db: Path) -> Any:
     ],
 )
 def test_total_header_formats(value: str, total: int | None) -> None:
+    from convo_analytics.extract._paging import total_in_header
+
     assert total_in_header(value) == total
 
 
