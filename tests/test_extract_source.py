@@ -134,6 +134,10 @@ def test_the_list_form_of_extract_streams_still_selects_streams(tmp_path: Path) 
         ("[extract.streams.leads]\npage_size = 0\n", "convo.toml:2", "greater than or equal to 1"),
         ('[extract.fields]\n"messages.sent_at" = "x"\n', "convo.toml",
          "did you mean 'messages.created_at'"),
+        ("[extract.streams.leads]\nrange = { from_param = 'since' }\n", "convo.toml:1",
+         "extract.streams.leads: Value error, range is a key of [extract.streams.summary] only"),
+        ('[extract.fields]\n"service_summaries.day" = "day"\n', "convo.toml",
+         "did you mean 'service_summaries.date'"),
     ],
 )  # fmt: skip
 def test_a_bad_table_is_one_line_per_error_naming_its_place(

@@ -285,7 +285,7 @@ SETTINGS: tuple[Setting, ...] = (
         help=(
             "Fail a stream (exit 1) on any warning: a default parameter dropped, a page size "
             "ignored, an incremental parameter ignored, details without transcripts, typed "
-            "columns left NULL."
+            "columns left NULL, a configured total found nowhere, a summary that typed no day."
         ),
     ),
     Setting(

@@ -15,25 +15,27 @@ exactly what a run reads.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
-from datetime import date, timedelta
 from typing import Any
 
 import httpx
 
 from convo_analytics.contract import RateLimitPolicy
+from convo_analytics.extract._check_summary import check_summary
 from convo_analytics.extract._detail import find_record, find_transcript, unwrap
-from convo_analytics.extract._fields import FieldFinding, find_fields
-from convo_analytics.extract._http import ExtractError, RequestStats, ServiceClient
+from convo_analytics.extract._fields import find_fields
+from convo_analytics.extract._http import ExtractError, ServiceClient
 from convo_analytics.extract._limiter import AdaptiveLimiter
 from convo_analytics.extract._list_stream import _format_time, time_format_of
 from convo_analytics.extract._paging import (
     PageRequest,
     Paginator,
     PagingError,
+    body_total,
     detect_paginator,
     header_total,
+    link_params,
 )
+from convo_analytics.extract._probe import BUDGET, CheckReport, OutOfBudget, Probe, StreamCheck
 from convo_analytics.extract._retry import RetryPolicy
 from convo_analytics.extract._secrets import Redactor
 from convo_analytics.extract._shapes import (
@@ -41,8 +43,8 @@ from convo_analytics.extract._shapes import (
     FieldMap,
     ShapeError,
     detect_fields,
-    find_records,
     parse_timestamp,
+    value_at,
 )
 from convo_analytics.extract._source import StreamPlan
 from convo_analytics.extract._streams import ExtractConfig
@@ -114,107 +116,16 @@ EMBEDS = (
 )
 #: Records asked for per probe page; the field sample asks for up to SAMPLE.
 SMALL, SAMPLE, DETAILS = 5, 50, 20
-#: At most this many requests per stream.
-BUDGET = 80
-
-
-class _OutOfBudget(Exception):
-    pass
-
-
-@dataclass
-class StreamCheck:
-    """What the check found for one stream; ``spec`` is the TOML table it would write."""
-
-    name: str
-    path: str
-    status: str = "ok"  # ok, unavailable, failed
-    spec: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    #: Lines that need the user's attention (a setting to add or check).
-    todo: list[str] = field(default_factory=list)
-    fields: dict[str, FieldFinding] = field(default_factory=dict)
-    requests: int = 0
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "path": self.path,
-            "config": self.spec,
-            "notes": self.notes,
-            "todo": self.todo,
-            "fields": {
-                k: {
-                    "path": f.path,
-                    "origin": f.origin,
-                    "share": round(f.share, 3),
-                    "sampled": f.sampled,
-                    "candidates": list(f.candidates),
-                }
-                for k, f in self.fields.items()
-            },
-            "requests": self.requests,
-            "error": self.error,
-        }
-
-
-@dataclass
-class CheckReport:
-    base_url: str
-    streams: dict[str, StreamCheck]
-
-    @property
-    def ok(self) -> bool:
-        return all(s.status != "failed" for s in self.streams.values())
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "baseUrl": self.base_url,
-            "status": "ok" if self.ok else "failed",
-            "streams": {n: s.to_json() for n, s in self.streams.items()},
-        }
-
-
-class _Probe:
-    """The requests of one stream's check, counted and bounded."""
-
-    def __init__(self, client: ServiceClient, check: StreamCheck) -> None:
-        self.client, self.check = client, check
-        self.stats = RequestStats()
-
-    async def get(
-        self, url: str, params: dict[str, str], missing: tuple[int, ...] = ()
-    ) -> tuple[httpx.Response, Any]:
-        if self.stats.requests >= BUDGET:
-            raise _OutOfBudget
-        try:
-            return await self.client.get(url, params or None, self.stats, url, missing=missing)
-        finally:
-            self.check.requests = self.stats.requests
-
-    async def page(
-        self, url: str, params: dict[str, str], records_at: str | None
-    ) -> tuple[httpx.Response, Any, list[dict[str, Any]], str | None] | None:
-        """A list page, or None when the service refuses the parameters (4xx)."""
-        try:
-            response, data = await self.get(url, params)
-        except ExtractError as exc:
-            if " answered 4" in str(exc):
-                return None
-            raise
-        records, envelope = find_records(data, records_at)
-        return response, data, records, envelope
 
 
 def _ids(records: list[dict[str, Any]], id_field: str) -> list[str]:
-    return [str(r.get(id_field)) for r in records]
+    return [str(value_at(r, id_field)) for r in records]
 
 
 class _ListCheck:
     """The checks of one list stream (see the module docstring)."""
 
-    def __init__(self, probe: _Probe, plan: StreamPlan, check: StreamCheck) -> None:
+    def __init__(self, probe: Probe, plan: StreamPlan, check: StreamCheck) -> None:
         self.probe, self.plan, self.check = probe, plan, check
         self.params = dict(plan.params)
         self.records_at = plan.records or None
@@ -222,6 +133,8 @@ class _ListCheck:
         self.fields: FieldMap | None = None
         self.sample: list[dict[str, Any]] = []
         self.page_size = plan.page_size
+        #: The parameters of the links the service gave (``page[size]``, ``page[offset]``).
+        self.linked: list[tuple[str, str]] = []
 
     async def run(self) -> None:
         first = await self._first_page()
@@ -239,6 +152,7 @@ class _ListCheck:
         if found is None:
             raise ExtractError(f"GET {self.plan.path} refused every request the check made")
         response, data, records, envelope = found
+        self.linked = link_params(response, data)
         if not records and self.params and self.plan.default_params:
             for key in [*self.params, None]:
                 fewer = {k: v for k, v in self.params.items() if key is not None and k != key}
@@ -274,7 +188,7 @@ class _ListCheck:
         _, _, records = first
         if len(records) != SMALL:
             self.size_param = None
-            for name in SIZE_PARAMS:
+            for name in dict.fromkeys([*self._linked_sizes(len(records)), *SIZE_PARAMS]):
                 got = await self.probe.page(
                     self.plan.path, {**self.params, name: str(SMALL)}, self.records_at
                 )
@@ -301,6 +215,30 @@ class _ListCheck:
             self.page_size = served
             self.check.notes.append(f"the service caps pages at {served} records (asked {asked})")
         self.check.notes.append(f"page size parameter {self.size_param!r} is honoured")
+
+    def _linked_sizes(self, served: int) -> list[str]:
+        """Parameters of the service's own links that look like a page size: named so
+        (``page[size]``, ``limit``), or carrying the size it served."""
+        words = ("size", "limit", "per", "take", "count", "max", "top")
+        return [
+            name
+            for name, value in self.linked
+            if value.isdigit() and (int(value) == served or any(w in name.lower() for w in words))
+            and not any(w in name.lower() for w in ("offset", "number", "skip", "start"))
+        ]  # fmt: skip
+
+    def _linked_positions(self) -> list[tuple[str, str]]:
+        """Parameters of the service's links that look like a page number or an offset."""
+        out = []
+        for name, value in self.linked:
+            low = name.lower()
+            if not value.isdigit():
+                continue
+            if any(w in low for w in ("offset", "skip", "start", "from")):
+                out.append(("offset", name))
+            elif "page" in low or "number" in low:
+                out.append(("page_number", name))
+        return out
 
     async def _more_after(self, page: tuple[httpx.Response, Any, list[Any], str | None]) -> bool:
         """Whether a page shows that more records follow (a total above it, a next signal)."""
@@ -358,11 +296,36 @@ class _ListCheck:
         if self.size_param is not None and spec["type"] != "single":
             spec.setdefault("limit_param", self.size_param)
         await self._silent_cap(spec)
+        self._total(response, data, records, spec)
         self.check.spec["paginator"] = spec
         self.check.spec["page_size"] = self.page_size
-        total = header_total(response)
-        if total is not None:
-            self.check.notes.append(f"the service reports a total in the {total[0]} header")
+
+    def _total(
+        self, response: httpx.Response, data: Any, records: list[Any], spec: dict[str, Any]
+    ) -> None:
+        """Which total record count the service gives (a header, or a body path); a run
+        compares the records it read with it (decision D-EXTRACT-TOTALS)."""
+        header = header_total(response)
+        if header is not None:
+            shown = response.headers.get(header[0], "")
+            spec["total_header"] = header[0]
+            self.check.notes.append(
+                f"the service reports a total of {header[1]} records in the {header[0]} header "
+                f"({header[0]}: {shown}); runs compare the records read with it"
+            )
+            return
+        found = body_total(data, records, len(records) + 1)
+        if found is not None:
+            spec["total_path"] = found[0]
+            self.check.notes.append(
+                f"the service reports a total of {found[1]} records at {found[0]!r} in the body; "
+                "runs compare the records read with it"
+            )
+            return
+        self.check.notes.append(
+            "the service reports no total (no X-Total-Count, Content-Range or body count): "
+            "runs cannot tell a listing that ends early"
+        )
 
     async def _silent_cap(self, spec: dict[str, Any]) -> None:
         """A page or offset listing that served fewer than asked, with nothing saying so: the
@@ -437,7 +400,10 @@ class _ListCheck:
         assert self.fields is not None
         if not self.size_param:
             return None
-        tries = [("page_number", p, "2") for p in PAGE_PARAMS]
+        linked = self._linked_positions()
+        tries = [(style, p, "2" if style == "page_number" else str(page_size))
+                 for style, p in linked]  # fmt: skip
+        tries += [("page_number", p, "2") for p in PAGE_PARAMS]
         tries += [("offset", p, str(page_size)) for p in OFFSET_PARAMS]
         for style, param, value in tries:
             got = await self.probe.page(
@@ -458,35 +424,36 @@ class _ListCheck:
         assert self.fields is not None
         updated = self.fields.updated or ""
         sample = self.sample or []
-        times = [t for r in sample if (t := parse_timestamp(r.get(updated))) is not None]
+        times = [t for r in sample if (t := parse_timestamp(value_at(r, updated))) is not None]
         if not updated or len(set(times)) < 2:
             self.check.todo.append("too few records with an updated-at to test incremental runs")
             return
-        fmt = time_format_of(next(r[updated] for r in sample if r.get(updated) is not None))
+        fmt = time_format_of(next(v for r in sample if (v := value_at(r, updated)) is not None))
         cut = statistics.median_low(sorted(set(times)))
         before = sum(t < cut for t in times)
+        name = updated.rsplit(".", 1)[-1]  # JSON:API's attributes.updated filters as updated
         names = [
             self.plan.incremental.param or "",
             *SINCE_PARAMS,
-            f"{updated}_gte",
-            f"{updated}Since",
-            f"{updated}_since",
-            f"{updated}_after",
-            f"{updated}[gte]",
+            *(f"{name}{suffix}" for suffix in ("_gte", "Since", "_since", "_after", "[gte]")),
+            *(f"filter[{name}]{op}" for op in ("[gte]", "[gt]", "[ge]", "[after]")),
+            f"filter[{name}_since]",
+            f"filter[{name}Since]",
+            f"{name}[gt]",
         ]
         size = {self.size_param: str(len(sample))} if self.size_param else {}
-        for name in dict.fromkeys(n for n in names if n):
+        for param in dict.fromkeys(n for n in names if n):
             got = await self.probe.page(
                 self.plan.path,
-                {**self.params, **size, name: _format_time(cut, fmt)},
+                {**self.params, **size, param: _format_time(cut, fmt)},
                 self.records_at,
             )
             if not got or not got[2]:
                 continue
-            seen = [parse_timestamp(r.get(updated)) for r in got[2]]
+            seen = [parse_timestamp(value_at(r, updated)) for r in got[2]]
             if before and all(t is not None and t >= cut for t in seen):
-                self.check.spec["incremental"] = {"param": name, "field": updated, "format": fmt}
-                self.check.notes.append(f"incremental runs filter with {name!r} ({fmt})")
+                self.check.spec["incremental"] = {"param": param, "field": updated, "format": fmt}
+                self.check.notes.append(f"incremental runs filter with {param!r} ({fmt})")
                 return
         self.check.spec["incremental"] = {"param": ""}
         self.check.todo.append(
@@ -500,7 +467,7 @@ def _overrides(plan: StreamPlan) -> dict[str, str]:
     return {k: v for k, v in named.items() if v}
 
 
-async def _details(probe: _Probe, plan: StreamPlan, check: StreamCheck, lc: _ListCheck) -> None:
+async def _details(probe: Probe, plan: StreamPlan, check: StreamCheck, lc: _ListCheck) -> None:
     """Where a detail keeps its record and transcript, and how to ask for the transcript."""
     assert plan.detail is not None and plan.detail.path is not None and lc.fields is not None
     ids = _ids(lc.sample[:DETAILS], lc.fields.id)
@@ -548,11 +515,12 @@ async def _details(probe: _Probe, plan: StreamPlan, check: StreamCheck, lc: _Lis
     conversations = [*bodies, *lc.sample]
     keys = [k for k in (lc.fields.id, lc.fields.updated, lc.fields.created) if k]
     check.fields.update(find_fields("conversations", conversations, plan.fields, keys=keys))
-    items = [m for b in bodies for m in (b.get(key) or ()) if isinstance(m, dict)] if key else []
+    lists = [v for b in bodies if key and isinstance(v := value_at(b, key), list)]
+    items = [m for found in lists for m in found if isinstance(m, dict)]
     check.fields.update(find_fields("messages", items, plan.fields))
 
 
-async def _check_list(probe: _Probe, plan: StreamPlan, check: StreamCheck) -> None:
+async def _check_list(probe: Probe, plan: StreamPlan, check: StreamCheck) -> None:
     lc = _ListCheck(probe, plan, check)
     await lc.run()
     if lc.fields is None:
@@ -569,18 +537,6 @@ async def _check_list(probe: _Probe, plan: StreamPlan, check: StreamCheck) -> No
                 f'"{key}" found in no sampled record (keys that could fill it: {seen}): '
                 'set it in [extract.fields], or leave "" if the service has none'
             )
-
-
-async def _check_summary(probe: _Probe, plan: StreamPlan, check: StreamCheck) -> None:
-    day = (date.today() - timedelta(days=1)).isoformat()
-    params = {"from": day, "to": day, "tz": "UTC", **plan.params}
-    response, data = await probe.get(plan.path, params, missing=(404, 405, 501))
-    if data is None:
-        check.status = "unavailable"
-        check.spec = {"enabled": False}
-        check.notes.append(f"{plan.path} answered {response.status_code}: no summary endpoint")
-    else:
-        check.notes.append(f"{plan.path} answers")
 
 
 async def run_check(config: ExtractConfig, transport: Any = None) -> CheckReport:
@@ -602,13 +558,13 @@ async def run_check(config: ExtractConfig, transport: Any = None) -> CheckReport
         for name in config.streams:
             plan = config.plan(name)
             check = streams[name] = StreamCheck(name, plan.path)
-            probe = _Probe(client, check)
+            probe = Probe(client, check)
             try:
                 if name == "summary":
-                    await _check_summary(probe, plan, check)
+                    await check_summary(probe, plan, check)
                 else:
                     await _check_list(probe, plan, check)
-            except _OutOfBudget:
+            except OutOfBudget:
                 check.todo.append(f"stopped after {BUDGET} requests")
             except (ExtractError, PagingError, ShapeError) as exc:
                 check.status, check.error = "failed", redact(str(exc))

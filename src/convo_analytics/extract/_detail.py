@@ -21,6 +21,7 @@ import orjson
 
 from convo_analytics.extract._http import ServiceClient
 from convo_analytics.extract._results import StreamResult
+from convo_analytics.extract._shapes import value_at
 from convo_analytics.extract._source import StreamPlan
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("convo.extract")
 
-__all__ = ["TRANSCRIPT_KEYS", "DetailReader", "find_record", "find_transcript"]
+__all__ = ["TRANSCRIPT_KEYS", "DetailReader", "find_record", "find_transcript", "list_paths"]
 
 #: Keys that hold a transcript in services we know of, after the sandbox's ``messages``.
 TRANSCRIPT_KEYS = (
@@ -45,6 +46,7 @@ TRANSCRIPT_KEYS = (
     "chat",
     "thread",
     "exchanges",
+    "included",  # JSON:API: the related resources of a compound document
 )
 #: Parsed details kept to detect fields from.
 _SAMPLES = 50
@@ -52,22 +54,40 @@ _SAMPLES = 50
 
 def find_record(body: Any, id_field: str, record_id: str) -> str | None:
     """The key of the member holding the record in a wrapped detail (None: the body is it)."""
-    if not isinstance(body, Mapping) or str(body.get(id_field, "")) == record_id:
+    if not isinstance(body, Mapping) or str(value_at(body, id_field, "")) == record_id:
         return None
     holders = [
         key
         for key, value in body.items()
-        if isinstance(value, Mapping) and str(value.get(id_field, "")) == record_id
+        if isinstance(value, Mapping) and str(value_at(value, id_field, "")) == record_id
     ]
     return holders[0] if len(holders) == 1 else None
 
 
 def unwrap(body: Mapping[str, Any], record: str) -> dict[str, Any]:
-    """The record at ``record`` with the wrapper's other members beside it (the record's win)."""
-    inner = body.get(record)
+    """The record at the key path ``record`` with the wrapper's other members beside it (the
+    record's own win): JSON:API's ``data`` with the ``included`` list beside it."""
+    inner = value_at(body, record)
     if not isinstance(inner, Mapping):
         return dict(body)
-    return {**{k: v for k, v in body.items() if k != record}, **inner}
+    head = record if record in body else record.split(".", 1)[0]
+    return {**{k: v for k, v in body.items() if k != head}, **inner}
+
+
+def list_paths(data: Any, depth: int = 3) -> frozenset[str]:
+    """The key paths (dotted, objects opened ``depth`` levels deep) that hold a list."""
+    found: set[str] = set()
+
+    def walk(value: Mapping[str, Any], prefix: str, level: int) -> None:
+        for key, item in value.items():
+            if isinstance(item, list):
+                found.add(prefix + key)
+            elif isinstance(item, Mapping) and level < depth:
+                walk(item, f"{prefix}{key}.", level + 1)
+
+    if isinstance(data, Mapping):
+        walk(data, "", 1)
+    return frozenset(found)
 
 
 def _objects(value: Any) -> bool:
@@ -134,9 +154,7 @@ class DetailReader:
         self.fetched += 1
         if len(self.samples) < _SAMPLES and isinstance(data, dict):
             self.samples.append(data)
-        lists = frozenset(
-            k for k, v in (data.items() if isinstance(data, Mapping) else ()) if isinstance(v, list)
-        )
+        lists = list_paths(data)
         if self.stream.typed.decided:
             self.without_transcript += self.transcript_key not in lists
         else:

@@ -64,13 +64,14 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "messages.created_at": ("created_at", "sentAt", "sent_at", "postedAt", "posted_at",
                             "timestamp", "time", "ts", "at", "date", "sent", "created"),
     "messages.locale": ("language", "lang"),
-    "messages.latency_ms": ("latency_ms", "latency", "responseTimeMs", "response_time_ms"),
-    "messages.model_tier": ("model_tier", "model", "tier"),
-    "messages.confidence": ("confidenceScore", "confidence_score"),
-    "messages.policy_flags": ("policy_flags", "flags"),
+    "messages.latency_ms": ("latency_ms", "latency", "responseTimeMs", "response_time_ms",
+                            "trace.latencyMs", "trace.latency_ms", "trace.latency"),
+    "messages.model_tier": ("model_tier", "model", "tier", "trace.modelTier", "trace.model_tier"),
+    "messages.confidence": ("confidenceScore", "confidence_score", "trace.confidence"),
+    "messages.policy_flags": ("policy_flags", "flags", "trace.policyFlags", "trace.policy_flags"),
     "messages.knowledge_source": ("knowledge_source", "source"),
-    "leads.conversation_id": ("conversation_id", "conversation", "conversationRef",
-                              "conversation_ref"),
+    "leads.conversation_id": ("conversation_id", "conversation", "conversation.id",
+                              "conversationRef", "conversation_ref"),
     "leads.status": ("state", "stage"),
     "leads.score": ("leadScore", "lead_score", "qualificationScore", "qualification_score"),
     "leads.intent": ("topic", "interest"),
@@ -78,10 +79,42 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "leads.email": ("contactEmail", "contact_email", "contact.email"),
     "leads.phone": ("contactPhone", "contact_phone", "contact.phone"),
     "leads.conversation_url": ("conversation_url", "transcriptUrl", "transcript_url", "url"),
+    # The summary's daily rows (after the sandbox's camelCase names and each column's own).
+    "service_summaries.date": ("day", "date", "period", "periodStart", "period_start", "bucket",
+                               "dt", "dayStart", "day_start", "startDate", "start_date", "start",
+                               "timestamp", "time"),
+    "service_summaries.conversations": ("total_conversations", "totalConversations",
+                                        "conversation_count", "conversationCount",
+                                        "conversations_started", "conversationsStarted",
+                                        "sessions", "session_count", "chats", "started"),
+    "service_summaries.engaged_conversations": ("engaged", "engaged_count", "engagedCount"),
+    "service_summaries.resolved": ("resolved_count", "resolvedCount", "resolved_conversations",
+                                   "resolvedConversations"),
+    "service_summaries.abandoned": ("abandoned_count", "abandonedCount",
+                                    "abandoned_conversations", "abandonedConversations"),
+    "service_summaries.open": ("open_count", "openCount", "open_conversations",
+                               "openConversations"),
+    "service_summaries.escalated_conversations": ("escalated_count", "escalatedCount",
+                                                  "escalated", "handed_off", "handedOff"),
+    "service_summaries.contained_conversations": ("contained", "contained_count"),
+    "service_summaries.leads_qualified": ("qualified_leads", "qualifiedLeads", "leads",
+                                          "leads_count", "qualified"),
+    "service_summaries.feedback_count": ("ratings", "rating_count", "ratingCount", "feedback"),
+    "service_summaries.avg_rating": ("average_rating", "averageRating", "mean_rating", "rating"),
+    "service_summaries.user_messages": ("user_message_count", "userMessageCount",
+                                        "inbound_messages", "messages_in", "user_turns"),
+    "service_summaries.assistant_responses": ("responses", "assistant_message_count",
+                                              "assistantMessageCount", "bot_responses",
+                                              "outbound_messages", "messages_out", "replies"),
+    "service_summaries.escalations": ("escalation_count", "escalationCount", "handoffs",
+                                      "handoff_count"),
+    "service_summaries.guardrail_triggers": ("guardrail_count", "guardrailCount", "flags",
+                                             "flagged"),
 }
 # fmt: on
 
 
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 #: Name parts too common to tie a key to a column.
 _GENERIC = frozenset({"id", "at", "is", "was", "the", "of", "count", "ms", "s"})
 
@@ -107,6 +140,8 @@ def _type_fits(col: Column, value: Any) -> bool:
     kind = col.type.split()[0]
     if kind == "TIMESTAMPTZ":
         return parse_timestamp(value) is not None
+    if kind == "DATE":
+        return isinstance(value, str) and _DAY.match(value) is not None
     if kind == "BOOLEAN":
         return isinstance(value, bool)
     if kind in ("INTEGER", "BIGINT"):
@@ -200,7 +235,8 @@ def find_fields(
     fits is ``missing`` with its candidates.
     """
     columns = [c for c in FIELD_TABLES[table].columns if c.source is not None]
-    seen = paths_of(records)
+    seen = paths_of(records, depth=3)
+    aliases = _aliases(records)
     taken = set(keys)
     for col in columns:  # the sandbox's names and configured paths are spoken for first
         key = field_key(table, col.name)
@@ -218,7 +254,9 @@ def find_fields(
         if written:
             out[key] = FieldFinding(key, default, "default", len(records), filled)
             continue
-        chosen = _first_fitting(col, records, SYNONYMS.get(key, ()), taken)
+        names = (default, *SYNONYMS.get(key, ()), col.name)
+        wrapped = [a for n in names for a in (n, *aliases.get(n, ())) if a != default]
+        chosen = _first_fitting(col, records, wrapped, taken)
         if chosen is not None:
             taken.add(chosen)
             _, filled = presence(records, chosen)
@@ -231,6 +269,24 @@ def find_fields(
         )
         out[key] = FieldFinding(key, None, "missing", len(records), 0, candidates[:8])
     return out
+
+
+#: Objects that only hold a record's fields (JSON:API's ``attributes`` and ``relationships``
+#: with their ``data``, ``fields``, ``properties``): a field under them is found by its name.
+_WRAPPERS = frozenset(
+    {"attributes", "relationships", "data", "fields", "properties", "values", "_source", "node"}
+)
+
+
+def _aliases(records: Iterable[Any]) -> dict[str, tuple[str, ...]]:
+    """Paths under wrapper objects, by the name they have without them:
+    ``attributes.created`` as ``created``, ``relationships.lead.data.id`` as ``lead.id``."""
+    out: dict[str, list[str]] = {}
+    for path in paths_of(records, depth=4):
+        short = ".".join(p for p in path.split(".") if p not in _WRAPPERS)
+        if short and short != path:
+            out.setdefault(short, []).append(path)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def _first_fitting(

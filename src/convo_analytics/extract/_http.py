@@ -146,11 +146,13 @@ class ServiceClient:
         endpoint: str,
         *,
         missing: tuple[int, ...] = (),
+        parse: bool = True,
     ) -> tuple[httpx.Response, Any]:
         """GET and parse JSON, retrying what is worth retrying; raises ExtractError.
 
         A status in ``missing`` (404: a record gone; 404, 405, 501: no such endpoint)
-        answers ``(response, None)`` instead of failing.
+        answers ``(response, None)`` instead of failing. ``parse=False`` answers a
+        success with its body unparsed (bytes: the summary may come as CSV).
         """
         self._check_target(url)
         last_problem = "no attempt made"
@@ -178,6 +180,9 @@ class ServiceClient:
                 self.reach.answered = True
                 status = response.status_code
                 stats.statuses[status] = stats.statuses.get(status, 0) + 1
+                if 200 <= status < 300 and not parse:
+                    self.limiter.on_success()
+                    return response, response.content
                 if 200 <= status < 300:
                     try:
                         data = orjson.loads(response.content)

@@ -14,6 +14,7 @@ records as the one before, or more than ``max_pages`` pages is a PagingError.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,7 +26,7 @@ from convo_analytics.extract import _shapes as body
 from convo_analytics.extract._shapes import bool_at, has_path, int_at, value_at
 
 __all__ = ["STYLES", "PageRequest", "Paginator", "PagingError", "detect_paginator"]
-__all__ += ["init_probe_request", "make_paginator"]
+__all__ += ["body_total", "header_total", "init_probe_request", "link_params", "make_paginator"]
 
 STYLES = ("cursor", "next_url", "link_header", "page_number", "offset", "single")
 DEFAULT_MAX_PAGES = 10_000_000
@@ -41,8 +42,12 @@ OPTIONS: dict[str, tuple[str, ...]] = {
 }
 # fmt: on
 _COMMON = ("max_pages", "limit_param", "total_path", "total_header")
-#: Response headers that carry a total record count, in order of preference.
-TOTAL_HEADERS = ("X-Total-Count", "X-Total", "Total-Count", "X-Total-Results", "X-Result-Count")
+#: Response headers that carry a total record count, in order of preference (formats:
+#: ``total_in_header``).
+TOTAL_HEADERS = (
+    "X-Total-Count", "X-Total", "Total-Count", "X-Total-Results", "X-Result-Count",
+    "Content-Range",
+)  # fmt: skip
 #: Response headers that carry a next cursor (not a URL: that is a next link).
 CURSOR_HEADERS = (
     "X-Next-Cursor", "Next-Cursor", "X-Cursor", "X-Next-Page-Token", "Next-Page-Token",
@@ -74,6 +79,7 @@ class Paginator(Protocol):
     probing: bool  # the next page only checks whether the last one ended the list
     total: int | None  # the largest total record count reported
     total_source: str
+    total_found: bool
 
     def init_request(self, request: PageRequest) -> None: ...
     def update_state(self, response: httpx.Response, data: Any, records: list[Any]) -> None: ...
@@ -107,12 +113,31 @@ def _has_more(data: Any) -> bool | None:
     return bool_at(data, body.HAS_MORE_PATHS)
 
 
+#: ``Content-Range: items 0-39/137``, ``items */137`` (an empty range), or PostgREST's
+#: ``0-24/3573`` without a unit; ``/*`` is a range whose total the service does not know, and
+#: a range of ``bytes`` counts no records.
+_CONTENT_RANGE = re.compile(
+    r"^\s*(?:(?!bytes\b)[A-Za-z][\w-]*\s+)?(?:\d+\s*-\s*\d+|\*)\s*/\s*(\d+)\s*$"
+)
+
+
+def total_in_header(value: str) -> int | None:
+    """The total record count a header value gives: a number (``X-Total-Count: 137``) or a
+    range's complete length (``Content-Range: items 0-39/137``, ``items */137``, ``0-39/137``)."""
+    value = value.strip()
+    if value.isdigit():
+        return int(value)
+    found = _CONTENT_RANGE.match(value)
+    return int(found.group(1)) if found else None
+
+
 def header_total(response: httpx.Response, name: str = "") -> tuple[str, int] | None:
-    """A total record count in a response header (``X-Total-Count``), and the header."""
+    """A total record count in a response header (``X-Total-Count``, ``Content-Range``), and
+    the header; ``name``: only that header."""
     for header in (name,) if name else TOTAL_HEADERS:
-        value = response.headers.get(header, "").strip()
-        if value.isdigit():
-            return header, int(value)
+        total = total_in_header(response.headers.get(header, ""))
+        if total is not None:
+            return header, total
     return None
 
 
@@ -160,6 +185,8 @@ class _Base:
         #: The largest total record count the service reported (body or header), and where.
         self.total: int | None = None
         self.total_source = ""
+        #: Whether any answer carried a total where it was looked for.
+        self.total_found = False
         #: How many records the first page held (to compare with the page size asked for).
         self.first_page: int | None = None
         #: The next request only checks whether a short page was the last: an answer that
@@ -176,14 +203,17 @@ class _Base:
         found: tuple[str, int] | None = None
         if path := self.options.get("total_path"):
             value = value_at(data, path)
-            number = isinstance(value, int) and not isinstance(value, bool)
+            if isinstance(value, str) and value.strip().isdigit():
+                value = int(value)  # some services write their counts as text
+            number = isinstance(value, int) and not isinstance(value, bool) and value >= 0
             found = (path, value) if number else None
         elif header := self.options.get("total_header"):
             found = header_total(response, header)
         else:
-            found = header_total(response) or _body_total(data, records, self.page_size)
+            found = header_total(response) or body_total(data, records, self.page_size)
         if found is not None and (self.total is None or found[1] > self.total):
             self.total_source, self.total = found
+        self.total_found = self.total_found or found is not None
 
     def update_state(self, response: httpx.Response, data: Any, records: list[Any]) -> None:
         self.pages += 1
@@ -420,7 +450,7 @@ def _record_ids(records: list[Any]) -> list[str]:
     return [str(r["id"]) if "id" in r else orjson.dumps(r).decode() for r in records]
 
 
-def _body_total(data: Any, records: list[Any], page_size: int) -> tuple[str, int] | None:
+def body_total(data: Any, records: list[Any], page_size: int) -> tuple[str, int] | None:
     """A total in the body; ``count`` is the page's own count in some services: a count
     equal to a full page, or below the page's records, is no total."""
     total = int_at(data, body.TOTAL_PATHS)
@@ -480,7 +510,7 @@ def _detect_style(
         return "cursor"  # the first page is also the last
     if more is None and any(value_at(data, p, False) is None for p in body.NEXT_URL_PATHS):
         return "next_url"
-    total = header_total(response) or _body_total(data, records, page_size)
+    total = header_total(response) or body_total(data, records, page_size)
     if more is None and len(records) < page_size and (total is None or total[1] <= len(records)):
         return "single"
     if more:
@@ -520,3 +550,29 @@ def detect_paginator(
     paginator.init_request(PageRequest(request.url, dict(request.params)))
     paginator.update_state(response, data, records)
     return paginator
+
+
+#: Where bodies keep links besides the next page's (JSON:API's ``links``, HAL's ``_links``).
+_LINK_PATHS = (
+    "links.self", "links.first", "links.last", "links.prev", "_links.self", "_links.first",
+    "_links.last", "_links.prev", "first", "last", "prev", "previous", "self",
+)  # fmt: skip
+
+
+def link_params(response: httpx.Response, data: Any) -> list[tuple[str, str]]:
+    """The query parameters of the links a list answer gives (its next, first, last, self
+    links, in the body or the ``Link`` header), first seen first: how the service names its
+    own paging parameters (``page[size]``, ``page[offset]``), brackets and all."""
+    found: dict[str, str] = {}
+    links = [_link(value_at(data, p)) for p in (*body.NEXT_URL_PATHS, *_LINK_PATHS)]
+    links += [_link(link.get("url")) for link in response.links.values()]
+    for link in links:
+        if not link:
+            continue
+        try:
+            query = httpx.URL(link).params
+        except (httpx.InvalidURL, ValueError):
+            continue
+        for name, value in query.multi_items():
+            found.setdefault(name, value)
+    return list(found.items())

@@ -18,11 +18,12 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
 import orjson
+import pyarrow as pa
 
 from convo_analytics._run_ids import new_run_id
 from convo_analytics.contract import RateLimitPolicy
@@ -36,9 +37,9 @@ from convo_analytics.extract._retry import RetryPolicy
 from convo_analytics.extract._secrets import Redactor
 from convo_analytics.extract._shapes import ShapeError
 from convo_analytics.extract._streams import RAW_TABLES, ExtractConfig
+from convo_analytics.extract._summary import SummaryRun
 from convo_analytics.extract._workspace import WorkspaceIdentity
-from convo_analytics.warehouse import _load as load
-from convo_analytics.warehouse import defer_checkpoints, open_warehouse, transaction
+from convo_analytics.warehouse import defer_checkpoints, open_warehouse
 
 __all__ = ["ExtractResult", "Extraction", "StreamResult", "run_extract", "run_extract_many"]
 
@@ -49,8 +50,6 @@ _INTERRUPTED = (
     "UPDATE extract_runs SET status = 'interrupted', error = 'the run stopped before "
     "finishing (killed or crashed)' WHERE status = 'running'"
 )
-#: Answers meaning "this service has no such endpoint" for an optional stream.
-_ABSENT = (404, 405, 501)
 
 
 class _Loader:
@@ -169,7 +168,7 @@ class Extraction:
                 self.progress.start(self.prefix + name)
                 try:
                     if name == "summary":
-                        await self._summary(client, plan, result)
+                        await SummaryRun(self, client, plan, result).read()
                     else:
                         await ListStreamRun(self, client, plan, result).read()
                     result.finish(strict=cfg.strict)
@@ -177,6 +176,14 @@ class Extraction:
                     result.status, result.error = "failed", self._where(name, exc)
                     if isinstance(exc, Unreachable):
                         unreachable = str(exc)
+                except (duckdb.Error, pa.ArrowException) as exc:  # one line, never a traceback
+                    log.debug("%s: loading failed", name, exc_info=True)
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    result.status = "failed"
+                    result.error = (
+                        f"the warehouse could not load the {name} answers ({first[:300]}); "
+                        "nothing of the failing batch was kept"
+                    )
                 result.error = self.redact(result.error) if result.error else None
                 result.warnings = [self.redact(w) for w in result.warnings]
                 result.gaps = [self.redact(g) for g in result.gaps]
@@ -243,43 +250,6 @@ class Extraction:
         """The run's one checkpoint (see ``defer_checkpoints``): the log goes into the file."""
         assert self.con is not None
         self.con.execute("CHECKPOINT")
-
-    # -- the service's summary ----------------------------------------------------------
-
-    async def _summary(self, client: ServiceClient, plan: Any, result: StreamResult) -> None:
-        """The service's own summary; a service without the endpoint leaves it unavailable
-        (a warning, not a failure, unless the user named the stream)."""
-        cfg = self.config
-        assert self.con is not None
-        today = datetime.now(UTC).date()
-        first: date = (
-            cfg.backfill_from.date()
-            if cfg.backfill_from
-            else today - timedelta(days=cfg.summary_days - 1)
-        )
-        last: date = cfg.backfill_to.date() if cfg.backfill_to else today
-        params = {"from": first.isoformat(), "to": last.isoformat(), "tz": cfg.summary_timezone}
-        params.update(plan.params)
-        response, data = await client.get(
-            plan.path, params, result.stats, plan.path, missing=() if cfg.streams_named else _ABSENT
-        )
-        if isinstance(data, dict):
-            self.identity.learn([data])
-        result.pagination, result.pages = "single", 1
-        if data is None:
-            result.status = "unavailable"
-            result.warnings.append(
-                f"the service has no summary endpoint ({plan.path} answered "
-                f"{response.status_code}), so reconciliation has no service summary to compare "
-                "with; set [extract.streams.summary] enabled = false to skip it"
-            )
-            return
-        with transaction(self.con):
-            self.identity.record(self.con, self.run_id)
-            _, days = load.merge_summary(
-                self.con, response.content, self.run_id, datetime.now(UTC), self.workspace_id
-            )
-        result.records = days
 
     # -- the run log ---------------------------------------------------------------------
 

@@ -228,21 +228,39 @@ def _pick(
     """
     chosen = overrides.get(role)
     if chosen:
-        if records and not any(chosen in r for r in records):
+        if records and not any(has_path(r, chosen) for r in records):
             raise ShapeError(
                 f"{_SETTING[role]} is {chosen!r}, but no record has that field "
                 f"(fields seen: {', '.join(sorted(_field_names(records))[:20])})"
             )
         return chosen
-    for key in candidates:
-        values = [str(r[key]) for r in records if accept(r.get(key))]
+    for key in _nested_candidates(records, candidates):
+        values = [str(v) for r in records if accept(v := value_at(r, key))]
         if 2 * len(values) > len(records) and (role != "id" or len(set(values)) == len(values)):
             return key
     return None
 
 
+def _nested_candidates(records: list[dict[str, Any]], candidates: tuple[str, ...]) -> list[str]:
+    """The candidates, then each under the objects most records carry (JSON:API's
+    ``attributes.updated``, a ``fields`` or ``properties`` object), as dotted paths."""
+    holders = [
+        key
+        for key in dict.fromkeys(k for r in records for k in r)
+        if 2 * sum(isinstance(r.get(key), Mapping) for r in records) > len(records)
+    ]
+    return [*candidates, *(f"{h}.{c}" for h in holders for c in candidates)]
+
+
 def _field_names(records: Iterable[dict[str, Any]]) -> set[str]:
-    return {k for r in records for k in r}
+    """The records' keys, and the keys of their objects as dotted paths."""
+    names = set()
+    for record in records:
+        for key, value in record.items():
+            names.add(key)
+            if isinstance(value, Mapping):
+                names.update(f"{key}.{inner}" for inner in value)
+    return names
 
 
 def detect_fields(

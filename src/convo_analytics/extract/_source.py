@@ -37,6 +37,7 @@ __all__ = [
     "DetailSpec",
     "IncrementalSpec",
     "PaginatorSpec",
+    "RangeSpec",
     "SourceSpec",
     "StreamPlan",
     "StreamSpec",
@@ -105,6 +106,19 @@ class IncrementalSpec(_Spec):
     format: Literal["auto", "iso", "epoch_s", "epoch_ms"] = "auto"
 
 
+class RangeSpec(_Spec):
+    """How the summary is asked for a range of days (dates ``YYYY-MM-DD``, both inclusive)."""
+
+    from_param: str | None = Field(None, description='the first day\'s parameter; "": none')
+    to_param: str | None = Field(None, description='the last day\'s parameter; "": none')
+    tz_param: str | None = Field(None, description='the time zone\'s parameter; "": none')
+
+    def names(self) -> dict[str, str]:
+        """The parameters sent (the sandbox's ``from``, ``to``, ``tz`` where not given)."""
+        given = {"from": self.from_param, "to": self.to_param, "tz": self.tz_param}
+        return {role: role if name is None else name for role, name in given.items()}
+
+
 class DetailSpec(_Spec):
     """Where a conversation's detail (its transcript) is fetched and found."""
 
@@ -143,6 +157,7 @@ class StreamSpec(_Spec):
     created: str | None = None
     incremental: IncrementalSpec | None = None
     detail: DetailSpec | None = None
+    range: RangeSpec | None = Field(None, description="the summary: its range parameters")
 
     _params_text = field_validator("params", mode="before")(
         lambda v: {k: _text(x) for k, x in v.items()} if isinstance(v, dict) else v
@@ -153,6 +168,13 @@ class StreamsSpec(_Spec):
     conversations: StreamSpec = StreamSpec()
     leads: StreamSpec = StreamSpec()
     summary: StreamSpec = StreamSpec()
+
+    @field_validator("conversations", "leads")
+    @classmethod
+    def _no_range(cls, value: StreamSpec) -> StreamSpec:
+        if value.range is not None:
+            raise ValueError("range is a key of [extract.streams.summary] only")
+        return value
 
 
 class SourceSpec(BaseSettings):
@@ -269,6 +291,8 @@ class StreamPlan:
     incremental: IncrementalSpec
     detail: DetailSpec | None
     enabled: bool = True
+    #: The summary's range parameters (None for the list streams).
+    range: RangeSpec | None = None
     configured: frozenset[str] = frozenset()
     fields: Mapping[str, str] = field(default_factory=dict)
 
@@ -330,7 +354,7 @@ def plan_stream(
         params=dict(spec.params if spec.params is not None else _DEFAULT_PARAMS[name]),
         paginator=spec.paginator or paginator,
         page_size=spec.page_size or page_size,
-        records=spec.records if spec.records is not None else records,
+        records=spec.records if spec.records is not None or name == "summary" else records,
         id=spec.id or id_field,
         updated=spec.updated or updated_field,
         created=spec.created or created_field,
@@ -339,6 +363,7 @@ def plan_stream(
         enabled=spec.enabled is not False,
         configured=frozenset(given),
         fields={k: v for k, v in fields.items() if k.split(".")[0] in _TABLES_OF[name]},
+        range=(spec.range or RangeSpec()) if name == "summary" else None,
     )
 
 
@@ -346,5 +371,5 @@ def plan_stream(
 _TABLES_OF = {
     "conversations": ("conversations", *DETAIL_LISTS),
     "leads": ("leads",),
-    "summary": (),
+    "summary": ("service_summaries",),
 }

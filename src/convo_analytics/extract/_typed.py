@@ -19,7 +19,7 @@ import duckdb
 
 from convo_analytics.extract._detail import find_transcript
 from convo_analytics.extract._fields import FieldFinding, find_fields
-from convo_analytics.extract._shapes import FieldMap
+from convo_analytics.extract._shapes import FieldMap, value_at
 from convo_analytics.extract._source import StreamPlan
 from convo_analytics.warehouse._shape import DETAIL_LISTS, FIELD_TABLES, LoadShape, field_key
 
@@ -111,7 +111,8 @@ class TypedFields:
         self.key_fields = fields
         self.id_field = fields.id
         if self.plan.incremental.format == "auto" and fields.updated:
-            value = next((r[fields.updated] for r in records if r.get(fields.updated)), None)
+            updated = fields.updated
+            value = next((v for r in records if (v := value_at(r, updated))), None)
             if value is not None:
                 self.time_format, self.format_origin = time_format_of(value), "detected"
 
@@ -136,7 +137,8 @@ class TypedFields:
                 find_fields("conversations", [*details, *records], self.configured, keys=keys)
             )
             key = self._transcript_key(details)
-            items = [m for d in details for m in (d.get(key) or ()) if isinstance(m, dict)]
+            lists = [v for d in details if isinstance(v := value_at(d, key), list)]
+            items = [m for items in lists for m in items if isinstance(m, dict)]
             if details:
                 found.update(find_fields("messages", items[:_ITEMS], self.configured))
             else:

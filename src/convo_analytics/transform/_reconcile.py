@@ -83,10 +83,13 @@ def _differs(ours: float | None, theirs: float | None, tolerance: float) -> bool
 
 
 def service_days(con: duckdb.DuckDBPyConnection, timezone: str) -> int:
-    """How many days of the service's own summary there are to compare with in ``timezone``
-    (none when the service has no summary endpoint, decision D-SUMMARY-OPTIONAL)."""
+    """How many days of the service's own summary there are to compare with in ``timezone``:
+    days with a metric (none when the service has no summary endpoint, D-SUMMARY-OPTIONAL,
+    or its summary maps no metric, D-SUMMARY-SHAPES)."""
+    metrics = [snake_case(m) for m in (*COUNTS, *RATES, *LATENCY_QUANTILES, *MEDIANS)]
+    reported = " OR ".join(f"{m} IS NOT NULL" for m in metrics)
     rows = con.execute(
-        "SELECT count(*) FROM service_summaries WHERE timezone = ?", [timezone]
+        f"SELECT count(*) FROM service_summaries WHERE timezone = ? AND ({reported})", [timezone]
     ).fetchall()
     return int(rows[0][0])
 
@@ -115,7 +118,13 @@ def _reconcile_workspace(
     narrowed = "workspace_id" in cube.conversations.columns
     mine_cube = cube.of_workspaces([workspace_id]) if narrowed else cube
     ours = {row["date"]: row for row in metrics_table(mine_cube, first, last).iter_rows(named=True)}
-    metrics = [*COUNTS, *RATES, *LATENCY_QUANTILES, *MEDIANS]
+    # A metric null on every day is one the service does not report (a summary of another
+    # shape maps only some, D-SUMMARY-SHAPES): nothing to compare, not a difference.
+    metrics = [
+        m
+        for m in (*COUNTS, *RATES, *LATENCY_QUANTILES, *MEDIANS)
+        if snake_case(m) in service.columns and service[snake_case(m)].null_count() < service.height
+    ]
     out = []
     for row in service.iter_rows(named=True):
         same_threshold = row.get("low_confidence_threshold") == cube.low_confidence_threshold

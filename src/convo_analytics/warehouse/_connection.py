@@ -226,3 +226,23 @@ def write_bookmark(
               OR excluded.high_water_mark > bookmarks.high_water_mark""",
         [workspace, stream, mark, run_id],
     )
+
+
+def hold_bookmark(
+    con: duckdb.DuckDBPyConnection,
+    stream: str,
+    before: datetime | None,
+    run_id: str,
+    workspace: str = "default",
+) -> None:
+    """Put a stream's bookmark back where it stood before ``run_id`` advanced it (None: no
+    bookmark), when that run found records missing: the next run reads them again."""
+    con.execute(
+        "DELETE FROM bookmarks WHERE workspace_id = ? AND stream = ? AND run_id = ?",
+        [workspace, stream, run_id],
+    )
+    if before is not None:
+        con.execute(
+            "INSERT INTO bookmarks VALUES (?, ?, ?, NULL, now()) ON CONFLICT DO NOTHING",
+            [workspace, stream, before],
+        )

@@ -11,7 +11,7 @@ and a re-run resumes from the last committed page.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +20,14 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from convo_analytics.warehouse._arrow import as_json, chunked, flattened, rechunked, without
+from convo_analytics.warehouse._arrow import (
+    as_json,
+    chunked,
+    flattened,
+    member_type,
+    rechunked,
+    without,
+)
 from convo_analytics.warehouse._shape import DEFAULT_SHAPE, DETAIL_LISTS, LoadShape
 from convo_analytics.warehouse._sql import (
     _access,
@@ -247,10 +254,11 @@ def stage_records(
     staged = staged.append_column(
         "workspace_id", pa.repeat(pa.scalar(workspace, pa.string()), staged.num_rows)
     )
-    members = [m for m in (lists or {}) if parse and m in parse]
+    parsed_type = staged.schema.field("_p").type if parse else None
+    members = [m for m in (lists or {}) if parsed_type and member_type(parsed_type, m)]
     for member in members:
         flat = flattened(staged.column("_p"), member)
-        con.register(f"{stage}_{(lists or {})[member]}", rechunked(flat))
+        con.register(f"{stage}_{(lists or {})[member]}", rechunked(flat, items=True))
     if members:
         i = staged.schema.get_field_index("_p")
         staged = staged.set_column(i, "_p", without(staged.column(i), members))
@@ -522,51 +530,89 @@ def merge_summary(
     run_id: str,
     fetched: datetime,
     workspace: str | None = None,
+    *,
+    records: str = "daily",
+    shape: LoadShape = DEFAULT_SHAPE,
+    timezone: str | None = None,
+    raw_id: str | None = None,
 ) -> tuple[str, int]:
-    """Store one summary answer raw and its daily rows typed; returns (raw id, days).
+    """Store one summary answer raw and its daily rows typed; returns (raw id, typed days).
 
     ``workspace`` is the workspace the summary was asked for (default: the one the
-    answer names, else ``default``)."""
+    answer names, else ``default``); ``records`` the key path of the daily rows
+    (``""``: the body is their list); ``shape`` where each metric and the day are in
+    a row (``[extract.fields] service_summaries.*``); ``timezone`` the zone asked
+    for, when the answer does not name one. A row whose day cannot be read is left
+    out, and a typed day is one with at least one metric."""
     _bodies(con, "summary_body", [body])
     named = _literal(workspace) if workspace else "COALESCE(s->>'$.workspaceId', 'default')"
+    zone = f"COALESCE(s->>'$.timezone', {_literal(timezone or 'UTC')})"
+    table = shape.table(SERVICE_SUMMARIES.name)
+    # the day is read as text and cut to a date: ``2026-11-12``, ``2026-11-12T00:00:00Z``
+    day = next(c for c in table.columns if c.name == "date")
+    text_day = replace(day, type="VARCHAR")
+    parsing = replace(
+        table, columns=tuple(text_day if c.name == "date" else c for c in table.columns)
+    )
+    day_of = (
+        f"TRY_CAST(left({_access(text_day, '_s', _structure(parsing.columns))}, 10) AS DATE)"
+        if day.source
+        else "NULL::DATE"
+    )
     select = _typed_select(
-        SERVICE_SUMMARIES,
+        parsing,
         "d",
         {
+            "date": day_of,
             "workspace_id": named,
-            "timezone": "COALESCE(s->>'$.timezone', 'UTC')",
+            "timezone": zone,
             "low_confidence_threshold": "TRY_CAST(s->>'$.lowConfidenceThreshold' AS DOUBLE)",
             "fetched_at": "?",
             "run_id": "?",
         },
     )
-    raw_id = (
-        "concat_ws('|', s->>'$.workspaceId', s->>'$.from', s->>'$.to', "
-        "COALESCE(s->>'$.timezone', 'UTC'))"
-    )
+    rows = f"s->'{_path(records)}'" if records else "s"
+    ident = _literal(raw_id) if raw_id else (
+        f"concat_ws('|', s->>'$.workspaceId', s->>'$.from', s->>'$.to', {zone})"
+    )  # fmt: skip
     con.execute(
         f"""INSERT INTO raw_service_summaries
-            SELECT n.* FROM (SELECT {named} AS workspace_id, {raw_id} AS id,
+            SELECT n.* FROM (SELECT {named} AS workspace_id, {ident} AS id,
                                     md5(s::VARCHAR) AS payload_hash, NULL, s, ?, ?
                              FROM (SELECT body::JSON AS s FROM summary_body)) n
             {_absent_from("raw_service_summaries", "n")}""",
         [fetched, run_id],
     )
+    metrics = [
+        c.name
+        for c in SERVICE_SUMMARIES.columns
+        if c.source is not None and c.name != "date" and c.type.split()[0] != "JSON"
+    ]
     con.execute(
-        f"""INSERT INTO service_summaries SELECT {select} FROM (
-                SELECT *, {_parsed(SERVICE_SUMMARIES, "d")} FROM (
-                    SELECT s, unnest(COALESCE((s->'$.daily')::JSON[], [])) AS d
-                    FROM (SELECT body::JSON AS s FROM summary_body)))
-            {_upsert(SERVICE_SUMMARIES, (), "true")}""",
+        f"""CREATE OR REPLACE TEMP TABLE summary_days AS
+            SELECT {select} FROM (
+                SELECT *, {_parsed(parsing, "d")} FROM (
+                    SELECT s, unnest(CASE WHEN json_type({rows}) = 'ARRAY'
+                                          THEN ({rows})::JSON[] ELSE [] END) AS d
+                    FROM (SELECT body::JSON AS s FROM summary_body)))""",
         [fetched, run_id],
     )
-    row = con.execute(
-        f"SELECT {raw_id}, len(COALESCE((s->'$.daily')::JSON[], [])) "
-        "FROM (SELECT body::JSON AS s FROM summary_body)"
-    ).fetchone()
+    con.execute(
+        f"""INSERT INTO service_summaries
+            SELECT * FROM summary_days WHERE date IS NOT NULL
+            QUALIFY row_number() OVER (PARTITION BY workspace_id, timezone, date) = 1
+            {_upsert(SERVICE_SUMMARIES, (), "true")}"""
+    )
+    typed = con.execute(
+        "SELECT count(DISTINCT date) FROM summary_days WHERE date IS NOT NULL AND "
+        f"({' OR '.join(f'{m} IS NOT NULL' for m in metrics)})"
+    ).fetchall()
+    ident_row = con.execute(
+        f"SELECT {ident} FROM (SELECT body::JSON AS s FROM summary_body)"
+    ).fetchall()
+    con.execute("DROP TABLE summary_days")
     _drop_bodies(con, "summary_body")
-    assert row is not None
-    return str(row[0]), int(row[1])
+    return str(ident_row[0][0]), int(typed[0][0])
 
 
 def record_structure(
@@ -583,8 +629,9 @@ def record_structure(
     found = []
     for (text,) in rows:
         value = orjson.loads(text) if text is not None else None
-        if paths.envelope is not None and isinstance(value, dict):
-            value = value.get(paths.envelope)
+        if paths.envelope is not None and paths.envelope != WHOLE_BODY:
+            for step in paths.envelope.split("."):
+                value = value.get(step) if isinstance(value, dict) else None
         if isinstance(value, list) and value and isinstance(value[0], dict):
             found.append(value[0])  # an array's structure: its elements' merged
     return found

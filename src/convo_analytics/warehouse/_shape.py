@@ -11,6 +11,7 @@ load than the sandbox.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -23,6 +24,7 @@ from convo_analytics.warehouse._tables import (
     CONVERSATIONS,
     LEADS,
     MESSAGES,
+    SERVICE_SUMMARIES,
     Table,
 )
 
@@ -31,7 +33,7 @@ __all__ = ["DETAIL_LISTS", "FIELD_TABLES", "LoadShape", "field_key", "source_pat
 #: The typed tables whose columns come from the service's records, by name.
 FIELD_TABLES: dict[str, Table] = {
     t.name: t for t in (CONVERSATIONS, MESSAGES, LEADS, CONVERSATION_ESCALATIONS,
-                        CONVERSATION_GUARDRAIL_EVENTS)
+                        CONVERSATION_GUARDRAIL_EVENTS, SERVICE_SUMMARIES)
 }  # fmt: skip
 #: The lists nested in a conversation's detail: the child table and the sandbox's key for it.
 DETAIL_LISTS: dict[str, str] = {
@@ -99,11 +101,19 @@ class LoadShape:
     @cached_property
     def detail_structure(self) -> dict[str, Any]:
         """A conversation's detail parsed once, while staging: its typed columns and its
-        lists (staged as flat tables of their own, see ``stage_records``)."""
-        lists = {
-            key: [_structure(self.table(child).columns)] for key, child in self.detail_lists.items()
-        }
-        return {**self.conversation_structure, **lists}
+        lists (staged as flat tables of their own, see ``stage_records``); a list's key may
+        be a path (``relationships.messages.data``), parsed where it is."""
+        out = copy.deepcopy(self.conversation_structure)
+        for key, child in self.detail_lists.items():
+            *parents, last = key.split(".")
+            node = out
+            for part in parents:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):  # a typed column reads it whole: left there
+                    break
+            else:
+                node[last] = [_structure(self.table(child).columns)]
+        return out
 
     @cached_property
     def children(self) -> tuple[tuple[Table, str], ...]:
