@@ -170,7 +170,8 @@ def check_ingest(settings: Settings) -> None:
 
 def transform(ctx: RunContext) -> dict[str, Any]:
     """Bring the marts up to date (the partitions the night's loads touch) in one
-    transaction, and reconcile with the service's summary."""
+    transaction, and reconcile with the service's summary: differences make the run a
+    warning; no summary to compare with is said, not counted as a match."""
     from convo_analytics.transform import TransformConfig, run_transform
     from convo_analytics.warehouse import open_warehouse
 
@@ -185,13 +186,20 @@ def transform(ctx: RunContext) -> dict[str, Any]:
         result = run_transform(con, config)
     finally:
         con.close()
+    reconciliation = result.reconciliation
+    if reconciliation.outcome == "differences":
+        ctx.warn("reconciliation", reconciliation.describe(),
+                 reconciliation=reconciliation.as_json(with_mismatches=True))  # fmt: skip
     return {
         "mode": result.mode,
         "changed_conversations": result.changed_conversations,
         "partitions": result.partitions["count"],
         "conversations": result.conversations,
         "incidents": result.incidents,
-        "mismatches": len(result.mismatches),
+        "reconciled_days": reconciliation.compared,
+        # None when nothing was compared: not "0 mismatches"
+        "mismatches": len(reconciliation.mismatches) if reconciliation.compared else None,
+        "reconciliation": reconciliation.outcome,
     }
 
 
@@ -211,24 +219,26 @@ def publish(ctx: RunContext) -> dict[str, Any]:
     folder = ctx.settings.require_path("publish.dir")
     con = open_warehouse(ctx.db_path)
     try:
+        status = "warning" if ctx.warnings else "ok"
         snap = publish_snapshot(
-            con, ctx.db_path, folder, ctx.settings.get_int("publish.keep"), _run_done(ctx.run_id)
-        )
+            con, ctx.db_path, folder, ctx.settings.get_int("publish.keep"),
+            _run_done(ctx.run_id, status),
+        )  # fmt: skip
     finally:
         con.close()
     ctx.notes["snapshot_id"] = snap.snapshot_id
     return {"snapshot": snap.snapshot_id}
 
 
-def _run_done(run_id: str) -> Any:
-    """In the snapshot only, this run is done: publishing is all that is left of it (the
-    warehouse keeps it running until the runner records its end, so a kill mid-copy is
-    still found as interrupted)."""
+def _run_done(run_id: str, status: str) -> Any:
+    """In the snapshot only, this run is done (``ok``, or ``warning`` when a step warned):
+    publishing is all that is left of it (the warehouse keeps it running until the runner
+    records its end, so a kill mid-copy is still found as interrupted)."""
 
     def mark(copy: Any) -> None:
         copy.execute(
-            "UPDATE pipeline_runs SET status = 'ok', finished_at = now() WHERE run_id = ?",
-            [run_id],
+            "UPDATE pipeline_runs SET status = ?, finished_at = now() WHERE run_id = ?",
+            [status, run_id],
         )
 
     return mark

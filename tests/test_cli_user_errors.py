@@ -154,6 +154,8 @@ CASES = [
     Case(("run",), "has no scheme", {"CONVO_BASE_URL": "api.example.com"}),
     Case(("run", "--config", "convo.toml"), "convo.toml"),
     Case(("run",), "run.lock_file", {"CONVO_DB": READ_ONLY_DB}),
+    Case(("run",), "run.log_file /sys/convo/run.log cannot be opened",
+         {"CONVO_RUN_LOG_FILE": "/sys/convo/run.log"}),
     Case(("sandbox", "serve", "--port", BUSY), "cannot listen"),
     Case(("sandbox", "serve", "--workspace", "acme"), "NAME:KEY"),
     Case(("sandbox", "serve", "--until", "tomorrow"), "ISO 8601"),

@@ -174,7 +174,7 @@ def test_a_url_with_filters_restores_them(served: str) -> None:
             values = [field.input_value() for field in sidebar.locator("input").all()]
             # the date range's two ends, then the time zone
             assert values[:3] == [str(first + timedelta(days=1)), str(last), "Europe/Berlin"]
-            assert sidebar.get_by_text("sms", exact=True).count() == 1  # the chosen channel
+            assert sidebar.get_by_text("SMS", exact=True).count() == 1  # the chosen channel, named
             assert "tz=Europe/Berlin" in page.url.replace("%2F", "/") and "channel=sms" in page.url
         finally:
             browser.close()

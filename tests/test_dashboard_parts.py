@@ -202,7 +202,9 @@ def test_tables_get_human_labels_and_formats_and_keep_numbers_numbers() -> None:
     shown = for_display(frame, "Europe/Berlin")
     cols = shown.columns
     assert cols["escalated_conversations"].label == "Escalated"
-    assert cols["resolution_rate"].format == "percent" and not cols["resolution_rate"].as_text
+    # a percentage: its value scaled to 0-100 (it sorts as a number), one decimal
+    assert cols["resolution_rate"].format == "%,.1f%%" and not cols["resolution_rate"].as_text
+    assert shown.frame["resolution_rate"].to_list() == [72.42, 50.0]
     assert shown.frame["resolution_seconds"].to_list() == ["3.6 h", "–"]  # a gap: text
     assert cols["first_response_ms"].format == "%,.1f s"  # no gap: a number, in seconds
     assert shown.frame["first_response_ms"].to_list() == [0.812, 1.5]
@@ -296,3 +298,75 @@ def test_user_text_becomes_one_literal_code_span(text: str) -> None:
     inner = shown[len(fence) + 1 : -len(fence) - 1]
     # a zero-width space keeps ":material/" from becoming an icon (Streamlit rewrites it)
     assert inner.replace("\u200b", "") == " ".join(text.split()) and fence not in inner
+
+
+def test_one_precision_per_unit_in_tiles_tables_axes_and_labels() -> None:
+    """A rate reads 70.5% on a tile, in a table (70.48 with "%.1f%%") and a tooltip; an axis
+    trims only a round tick's zero; a duration's label names no unit (its values do, in the
+    unit its axis uses); names the service gives read as words; downloads say what they hold."""
+    from datetime import date
+
+    from convo_analytics.dashboard import charts
+    from convo_analytics.dashboard._format import (
+        axis_format,
+        delta_text,
+        download_label,
+        enum_label,
+        name_text,
+        showing,
+        tooltip_format,
+        value_text,
+    )
+
+    assert value_text(0.70482, "percent") == "70.5%" and value_text(0.6772, "percent") == "67.7%"
+    table = for_display(pl.DataFrame({"resolution_rate": [0.70482], "csat": [0.6772]}))
+    assert table.frame.row(0) == pytest.approx((70.482, 67.72))
+    assert {c.format for c in table.columns.values()} == {"%,.1f%%"}  # shown 70.5%, 67.7%
+    gappy = for_display(pl.DataFrame({"escalation_rate": [0.1647, None]}))
+    assert gappy.frame["escalation_rate"].to_list() == ["16.5%", "–"]
+    assert tooltip_format("percent") == ".1%" and axis_format("percent") == ".1~%"
+    assert delta_text(0.705, 0.69, "percent") == "+1.5 pts"
+    assert delta_text(1450.0, 1200.0, "ms") == "+250 ms" and value_text(1450.0, "ms") == "1.4 s"
+    # a duration's label carries no unit: "Latency" over "1.2 s", never "Latency ms"
+    messages = for_display(pl.DataFrame({"latency_ms": [1200, 1400, 900]}))
+    assert messages.columns["latency_ms"].label == "Latency"
+    assert messages.columns["latency_ms"].format == "%,.1f s"
+    daily = pl.DataFrame({"date": [date(2026, 11, 14), date(2026, 11, 15)],
+                          "latencyP50Ms": [1200.0, 1400.0], "latencyP90Ms": [2000.0, 2400.0],
+                          "latencyP95Ms": [2500.0, 2600.0], "latencyP99Ms": [3000.0, 3100.0],
+                          "resolutionRate": [0.70482, 0.71]})  # fmt: skip
+    latency = charts.latency_percentiles(daily).to_dict()
+    assert latency["encoding"]["y"]["title"] == "latency (s)"
+    assert {r["latency"] for r in next(iter(latency["datasets"].values()))} >= {1.2, 3.1}
+    rate = charts.daily_line(daily, "resolutionRate").to_dict()["encoding"]
+    assert rate["y"]["axis"]["format"] == ".1~%" and rate["tooltip"][1]["format"] == ".1%"
+    assert rate["x"]["axis"]["format"] == "%b %d"  # every tick "Nov 15", no "Tue 27"
+    explore = charts.result_chart(
+        pl.DataFrame({"week": [date(2026, 11, 2), date(2026, 11, 9)], "share": [0.1647, 0.2]}),
+        "line", "week", "share", None,
+    ).to_dict()["encoding"]  # fmt: skip
+    assert explore["y"]["axis"]["format"] == ".1~%" and explore["x"]["axis"]["format"] == "%b %d"
+    # names the service or the transform gives, in words; anything else as written
+    assert enum_label("contact_captured") == "Contact captured"
+    assert enum_label("pii.email") == "PII: email" and enum_label("whatsapp") == "WhatsApp"
+    assert enum_label("resolutionRate") == "Resolution rate" and enum_label("en-US") == "en-US"
+    assert enum_label("[x](http://h)") == "[x](http://h)"
+    assert name_text("pii.card") == "PII: card number"
+    assert name_text("[x](http://h)") == plain("[x](http://h)")  # data shown as text
+    funnel = pl.DataFrame(
+        {
+            "step": ["started", "contact_captured"],
+            "conversations": [9, 3],
+            "step_conversion": [1.0, 0.33],
+            "conversion_from_start": [1.0, 0.33],
+        }
+    )
+    shown = for_display(funnel)
+    assert shown.frame["step"].to_list() == ["started", "contact_captured"]  # values kept
+    assert dict(shown.columns["step"].options)["contact_captured"] == "Contact captured"
+    bars = charts.funnel_chart(funnel).to_dict()
+    assert bars["encoding"]["y"]["field"] == "step_label"  # drawn in words ...
+    assert bars["params"][0]["select"]["fields"] == ["step"]  # ... a click picks the value
+    assert showing(1, 25, 571, "qualified leads") == "Showing 1–25 of 571 qualified leads"
+    assert showing(1, 40, 40, "runs") == "40 runs"
+    assert download_label(571, "qualified leads") == "Download all 571 qualified leads as CSV"

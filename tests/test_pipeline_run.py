@@ -167,6 +167,50 @@ def test_the_summary_line_is_one_line(service: tuple[str, Path], tmp_path: Path)
     assert done.returncode == 0
     (line,) = done.stdout.splitlines()
     assert line.startswith("run ") and " ok in " in line and "transform ok" in line
+    assert "reconciliation match" in line and "mismatches 0" in line
+    assert " INFO " not in done.stderr, done.stderr  # the step logs only when asked
+
+
+def test_the_step_logs_come_with_verbose_or_in_the_log_file(
+    service: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, archive = service
+    config = _setup(tmp_path, url, archive, log_file='"logs/run.log"')
+    quiet = subprocess.run(_argv(config), env=_env(), capture_output=True, text=True,
+                           timeout=RUN_TIMEOUT, cwd=tmp_path)  # fmt: skip
+    assert quiet.returncode == 0 and " INFO " not in quiet.stderr
+    kept = (tmp_path / "logs" / "run.log").read_text()
+    assert "step extract started" in kept and "step publish ok" in kept
+    loud = subprocess.run(_argv(config, "--verbose"), env=_env(), capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT, cwd=tmp_path)  # fmt: skip
+    assert loud.returncode == 0 and len(loud.stdout.splitlines()) == 1
+    assert "step extract started" in loud.stderr and "step publish ok" in loud.stderr
+    assert (tmp_path / "logs" / "run.log").read_text().count("step extract started") == 2
+    for text in (quiet.stderr, loud.stderr, kept):
+        assert ACME_KEY not in text and SECRET not in text
+
+
+def test_the_step_list_wraps_whole_sentences() -> None:
+    """`convo run --list` at any width: each step's whole first paragraph, between words."""
+    from convo_analytics.pipeline import load_steps
+
+    nightly = Path(__file__).resolve().parent.parent / "pipelines" / "nightly.py"
+    for width in ("44", "80", "200"):
+        done = subprocess.run([sys.executable, "-m", "convo_analytics.cli", "run", "--list"],
+                              env={**_env(), "COLUMNS": width}, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert all(len(line) <= max(int(width), 40) for line in lines)
+        said: dict[str, list[str]] = {}
+        for line in lines:
+            if line.startswith("  "):
+                said[list(said)[-1]].append(line.strip())
+            else:
+                said[line] = []
+        for step in load_steps(nightly):
+            first = " ".join(step.doc.strip().split("\n\n")[0].split())
+            assert " ".join(said[step.name]) == first, (width, step.name)
 
 
 def test_a_second_run_while_one_runs_exits_with_the_lock_code(
@@ -372,3 +416,87 @@ def test_a_writer_waits_for_the_lock_when_asked(service: tuple[str, Path], tmp_p
     assert brief.returncode == LOCKED_EXIT and "after waiting 0.3 s" in brief.stderr
     assert patient.returncode == 0, err[-2000:]
     assert orjson.loads(out)["conversations"] == 150
+
+
+# -- reconciliation you cannot miss -------------------------------------------------------------
+
+
+def test_a_run_whose_figures_differ_from_the_services_is_a_warning_shown_on_the_pipeline_page(
+    service: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service's own summary counts 5 more conversations on its busiest day than the
+    warehouse holds: the run does every step and ends as ``warning`` (exit 0), exits 1
+    with --fail-on-mismatch, says so in its summary line, --json and pipeline_runs, and
+    the Pipeline page shows the day and both figures."""
+    from streamlit.testing.v1 import AppTest
+
+    from convo_analytics.sandbox import _routes_read
+
+    real = _routes_read.summarize
+    skewed_days: list[str] = []
+
+    def skewed(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        body = real(*args, **kwargs)
+        busiest = max(body["daily"], key=lambda d: d["conversations"])
+        busiest["conversations"] += 5
+        skewed_days.append(busiest["date"])
+        return body
+
+    monkeypatch.setattr(_routes_read, "summarize", skewed)
+    url, archive = service
+    alert_file = tmp_path / "alert.txt"
+    command = f'echo "$CONVO_RUN_STATUS|$CONVO_RUN_WARNINGS" > {alert_file}'
+    config = _setup(tmp_path, url, archive, alert_command=orjson.dumps(command).decode())
+    done = _run(config)
+    assert done.returncode == 0, done.stderr[-3000:]  # a warning: schedulers do not retry
+    result = orjson.loads(done.stdout)
+    assert result["status"] == "warning" and result["failed_step"] is None
+    steps = {s["name"]: s for s in result["steps"]}
+    assert steps["transform"]["status"] == "warning"
+    assert all(s["status"] == "ok" for n, s in steps.items() if n != "transform")
+    (warning,) = result["warnings"]
+    day = skewed_days[-1]
+    found = warning["reconciliation"]
+    assert warning["step"] == "transform" and warning["kind"] == "reconciliation"
+    assert found["outcome"] == "differences" and found["days_compared"] > 1
+    conversations = [m for m in found["mismatches"] if m["metric"] == "conversations"]
+    assert [(m["date"], m["service"] - m["warehouse"]) for m in conversations] == [(day, 5)]
+    assert steps["transform"]["counts"]["mismatches"] >= 1
+    assert alert_file.read_text().startswith("warning|transform: reconciliation: ")
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    try:
+        ((status, steps_json),) = con.execute(
+            "SELECT status, steps FROM pipeline_runs"
+        ).fetchall()  # fmt: skip
+    finally:
+        con.close()
+    assert status == "warning" and "1 difference from the service's own summary" in steps_json
+
+    line = subprocess.run(_argv(config), env=_env(), capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT, cwd=tmp_path)  # fmt: skip
+    assert line.returncode == 0 and len(line.stdout.splitlines()) == 1
+    assert " warning in " in line.stdout and "transform warning" in line.stdout
+    assert "warning in transform: reconciliation: " in line.stdout and day in line.stdout
+    strict = subprocess.run(_argv(config, "--fail-on-mismatch", "--json"), env=_env(),
+                            capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                            cwd=tmp_path)  # fmt: skip
+    assert strict.returncode == 1, strict.stderr[-2000:]
+    assert orjson.loads(strict.stdout)["status"] == "warning"
+
+    monkeypatch.setenv("CONVO_PUBLISHED_DIR", str(tmp_path / "published"))
+    app = str(Path(__file__).resolve().parent.parent / "dashboards" / "streamlit_app.py")
+    at = AppTest.from_file(app, default_timeout=60)
+    at.run()
+    at.switch_page("app_pages/pipeline.py").run()
+    assert not at.exception, at.exception
+    warnings = [w.value for w in at.warning]
+    assert any("last nightly run" in w and "ended with a warning" in w for w in warnings)
+    assert any("difference" in w and "from the service's own summary" in w for w in warnings)
+    table = next(d.value for d in at.dataframe if "metric" in d.value.columns)
+    shown = table[table["metric"] == "conversations"]  # a pandas frame
+    assert [str(d) for d in shown["date"]] == [day]
+    (figures,) = shown[["warehouse", "service", "difference"]].values.tolist()
+    assert int(figures[1].replace(",", "")) - int(figures[0].replace(",", "")) == 5
+    assert figures[2] == "-5"
+    runs = next(d.value for d in at.dataframe if "warning" in d.value.columns)
+    assert "warning" in set(runs["status"])

@@ -44,6 +44,7 @@ from convo_analytics.warehouse import open_warehouse
 from convo_analytics.warehouse._load import merge_summary
 
 T = "2026-03-01T"
+NIGHTLY = Path(__file__).resolve().parent.parent / "pipelines" / "nightly.py"
 
 
 def _ts(text: str) -> str:
@@ -273,8 +274,56 @@ def test_reconciliation_lists_differences_and_fails_on_request(
          "metric": "conversations", "warehouse": 2, "service": 3}
     ]  # fmt: skip
     assert not [m for m in run["mismatches"] if m["metric"] == "resolved"]
+    found = run["reconciliation"]
+    assert found["outcome"] == "differences" and found["days_compared"] == 1
+    assert found["days_differing"] == [
+        {"workspace_id": "ws", "timezone": "UTC", "date": "2026-03-01"}
+    ]
+    assert found["text"].startswith(
+        f"reconciliation: {len(run['mismatches'])} difference"
+    ) and found["text"].endswith("from the service's own summary on 1 of 1 day (2026-03-01)")
     assert main(["transform", "--db", str(db), "--fail-on-mismatch"]) == 1
     assert main(["transform", "--db", str(db), "--tolerance", "0.5", "--fail-on-mismatch"]) == 0
+
+
+def test_reconciliation_says_when_there_was_nothing_to_compare(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No service summary for any day: the run says there was nothing to compare (in its
+    line, --json and the nightly step's counts), never "0 mismatches", and is no warning."""
+    assert main(["transform", "--db", str(db), "--json", "--fail-on-mismatch"]) == 0
+    run = orjson.loads(capsys.readouterr().out)
+    assert run["reconciled_days"] == 0 and run["mismatches"] == []
+    assert run["reconciliation"]["outcome"] == "nothing to compare"
+    assert run["reconciliation"]["zones"] == {"UTC": 0}
+    assert main(["transform", "--db", str(db)]) == 0
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.endswith(
+        "reconciliation: nothing to compare, the service's own summary has no day in UTC "
+        "(service_summaries is empty there)"
+    ), line
+    from convo_analytics.config import load_settings
+    from convo_analytics.pipeline import RunContext, load_steps
+
+    (step,) = [s for s in load_steps(NIGHTLY) if s.name == "transform"]
+    ctx = RunContext(load_settings(None, {"warehouse.path": str(db)}, environ={}), "r", db)
+    counts = step.run(ctx)
+    assert counts["reconciliation"] == "nothing to compare" and counts["mismatches"] is None
+    assert counts["reconciled_days"] == 0 and not ctx.warnings
+    con = open_warehouse(db)
+    body = export_summary(con, date(2026, 3, 1), date(2026, 3, 2), "UTC")
+    body["daily"][1]["conversations"] += 2
+    merge_summary(con, orjson.dumps(body), "service-run", datetime.now(UTC))
+    con.close()
+    counts = step.run(ctx)
+    assert counts["reconciliation"] == "differences" and counts["mismatches"] >= 1
+    (warning,) = ctx.warnings
+    assert (
+        warning["kind"] == "reconciliation" and "on 1 of 2 days (2026-03-02)" in warning["message"]
+    )
+    differing = {"date": "2026-03-02", "metric": "conversations", "warehouse": 1, "service": 3,
+                 "workspace_id": "ws", "timezone": "UTC"}  # fmt: skip
+    assert differing in warning["reconciliation"]["mismatches"]
 
 
 def test_a_failed_transform_leaves_the_marts(db: Path) -> None:

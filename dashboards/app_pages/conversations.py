@@ -13,8 +13,10 @@ from zoneinfo import ZoneInfo
 import streamlit as st
 
 from convo_analytics.dashboard._conversations import PAGE_SIZES
+from convo_analytics.dashboard._format import enum_label, name_text, value_text
 from convo_analytics.dashboard._queries import STATUSES
 from convo_analytics.dashboard._session import (
+    Whole,
     filters,
     known,
     params,
@@ -89,7 +91,8 @@ search = st.text_input(
     "Search", key="conv_search", placeholder="a conversation id, an end user id, or words said"
 )
 left, middle, right, last = st.columns(4)
-statuses = left.multiselect("Status", STATUSES, key="conv_status", placeholder="any")
+statuses = left.multiselect("Status", STATUSES, key="conv_status", format_func=enum_label,
+                            placeholder="any")  # fmt: skip
 escalated = middle.selectbox("Escalated", ("any", "yes", "no"), key="conv_escalated")
 flagged = right.selectbox("Guardrail flagged", ("any", "yes", "no"), key="conv_flagged")
 page_size = last.selectbox("Per page", PAGE_SIZES, index=1, key="conv_page_size")
@@ -128,13 +131,15 @@ st.caption(
     if result.rows.height
     else "No conversation matches these filters."
 )
-show_table(result.rows, "conversations", f.tz)
+show_table(result.rows, "conversations", f.tz,
+           whole=Whole(snap, "conversation_table", (f, wanted), result.total,
+                       "conversations"))  # fmt: skip
 
 ids = result.rows["conversation_id"].to_list()
 picked_from_url = st.session_state.get("_conv_pick")
 shown = {
     row["conversation_id"]: (
-        f"{_local(row['started_at'], f.tz)} · {row['channel']} · "
+        f"{_local(row['started_at'], f.tz)} · {enum_label(row['channel'])} · "
         f"{(row['first_user_message'] or '(no user message)')[:80]}"
     )
     for row in result.rows.iter_rows(named=True)
@@ -168,8 +173,8 @@ if not detail["conversation"].height:
     st.stop()
 facts = detail["conversation"].to_dicts()[0]
 cols = st.columns(4)
-cols[0].metric("Status", plain(facts["status"]))
-cols[1].metric("Channel", plain(facts["channel"]))
+cols[0].metric("Status", name_text(facts["status"]))
+cols[1].metric("Channel", name_text(facts["channel"]))
 cols[2].metric("Escalations", facts["escalations"])
 cols[3].metric("Guardrail triggers", facts["guardrail_triggers"])
 st.caption(
@@ -182,15 +187,15 @@ for message in detail["messages"].iter_rows(named=True):
         st.text(message["text"] or "")  # what was said, as it was said: no Markdown
         when = _local(message["created_at"], f.tz, seconds=True)
         if message["role"] == "assistant":
-            flags = ", ".join(plain(flag) for flag in message["policy_flags"] or []) or "none"
-            confidence = message["confidence"]
+            flags = ", ".join(name_text(flag) for flag in message["policy_flags"] or [])
             st.caption(
-                f"{when} · {message['latency_ms']} ms · tier {plain(message['model_tier'])} · "
-                f"confidence {'–' if confidence is None else f'{confidence:.2f}'} · "
-                f"flags {flags} · source {plain(message['knowledge_source']) or '–'}"
+                f"{when} · latency {value_text(message['latency_ms'], 'ms')} · tier "
+                f"{name_text(message['model_tier'])} · confidence "
+                f"{value_text(message['confidence'], 'ratio')} · flags {flags or 'none'} · "
+                f"source {plain(message['knowledge_source']) or '–'}"
             )
         else:
-            st.caption(f"{when} · {plain(message['role'])}")
+            st.caption(f"{when} · {name_text(message['role'])}")
 show_table(detail["messages"], f"transcript_{picked}", f.tz)
 if detail["escalations"].height:
     st.markdown("**Escalations**")

@@ -14,6 +14,7 @@ from convo_analytics.dashboard._session import (
     connection,
     download,
     filters,
+    paged_table,
     query,
     require_snapshot,
     show_table,
@@ -34,7 +35,8 @@ st.subheader("Per flag")
 show_table(report["flag_rates"], "guardrail_flag_rates", f.tz)
 st.subheader("Incidents")
 st.caption("Excerpts are redacted: emails, card and phone numbers are replaced.")
-show_table(report["incidents"], "guardrail_incidents", f.tz)
+paged_table(snap, "incident_page", (f,), "guardrail_incidents", f.tz, key="incidents",
+            what="incidents")  # fmt: skip
 left, right = st.columns(2)
 with left:
     st.markdown("**Conversations with repeated incidents**")

@@ -1,14 +1,17 @@
-"""Leads: the funnel with conversion per step, score bands, and the qualified leads; a click
-on a step opens the conversations that reached it."""
+"""Leads: the funnel with conversion per step, score bands, and the qualified leads (a page
+at a time, every one in the download); a click on a step opens the conversations that
+reached it."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from convo_analytics.dashboard import charts
+from convo_analytics.dashboard._format import enum_label
 from convo_analytics.dashboard._session import (
     chart_with_drill,
     filters,
+    paged_table,
     query,
     require_snapshot,
     show_table,
@@ -18,7 +21,10 @@ snap = require_snapshot()
 f = filters()
 st.title("Leads")
 by = st.selectbox(
-    "Split the funnel by", ("nothing", "channel", "source", "intent"), key="funnel_by"
+    "Split the funnel by",
+    ("nothing", "channel", "source", "intent"),
+    format_func=enum_label,
+    key="funnel_by",
 )
 result = query(snap, "funnel", f, () if by == "nothing" else (by,))
 funnel = result["funnel"]
@@ -30,4 +36,5 @@ st.subheader("Score bands")
 show_table(result["bands"], "score_bands", f.tz)
 st.subheader("Qualified leads")
 st.caption("Contact details are named, not shown; the CRM holds them.")
-show_table(query(snap, "qualified_leads", f), "qualified_leads", f.tz)
+paged_table(snap, "qualified_leads", (f,), "qualified_leads", f.tz, key="leads",
+            what="qualified leads")  # fmt: skip

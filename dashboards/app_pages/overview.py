@@ -7,7 +7,7 @@ import polars as pl
 import streamlit as st
 
 from convo_analytics.dashboard import charts
-from convo_analytics.dashboard._format import human_duration
+from convo_analytics.dashboard._format import delta_text, download_label, value_text
 from convo_analytics.dashboard._session import (
     chart_with_drill,
     download,
@@ -16,29 +16,6 @@ from convo_analytics.dashboard._session import (
     require_snapshot,
     show_table,
 )
-
-
-def _shown(value: float | None, fmt: str) -> str:
-    if value is None:
-        return "–"
-    if fmt == "percent":
-        return f"{value:.1%}"
-    if fmt == "count":
-        return f"{value:,.0f}"
-    if fmt == "ms":
-        return human_duration(value / 1000)
-    return f"{value:,.1f}"
-
-
-def _delta(now: float | None, before: float | None, fmt: str) -> str | None:
-    if now is None or before is None:
-        return None
-    if fmt == "percent":
-        return f"{(now - before) * 100:+.1f} pts"
-    if fmt == "ms":
-        return f"{(now - before) / 1000:+,.2f} s"
-    return f"{now - before:+,.1f}" if fmt == "number" else f"{now - before:+,.0f}"
-
 
 snap = require_snapshot()
 f = filters()
@@ -58,14 +35,14 @@ for row in (tiles[:4], tiles[4:]):
     for column, tile in zip(st.columns(len(row)), row, strict=True):
         column.metric(
             tile["label"],
-            _shown(tile["value"], tile["format"]),
-            _delta(tile["value"], tile["previous"], tile["format"]) if covered else None,
+            value_text(tile["value"], tile["format"]),
+            delta_text(tile["value"], tile["previous"], tile["format"]) if covered else None,
             delta_color="inverse"
             if tile["metric"]
             in ("escalationRate", "latencyP95Ms", "guardrailTriggersPer1000Responses")
             else "normal",
         )
-download(pl.DataFrame(tiles), "kpis", "Download the KPIs as CSV")
+download(pl.DataFrame(tiles), "kpis", download_label(what="the KPIs"))
 
 st.subheader("Daily")
 daily = query(snap, "daily", f)
@@ -77,7 +54,7 @@ metric = st.selectbox(
 )
 chart_with_drill(charts.daily_line(daily, metric), "overview_daily", "daily", f)
 st.caption("Click a day to see its conversations.")
-download(daily, "daily_metrics", "Download the daily metrics as CSV")
+download(daily, "daily_metrics", download_label(what="the daily metrics"))
 
 st.subheader("Breakdowns")
 dimensions = {

@@ -34,8 +34,14 @@ def _asset(step: Step, upstream: str | None) -> dg.AssetsDefinition:
     def _materialise(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         settings = load_settings(None, {}, None)
         db = settings.require_path("warehouse.path")
-        counts = step.run(RunContext(settings=settings, run_id=context.run_id, db_path=db))
-        return dg.MaterializeResult(metadata={k: str(v) for k, v in counts.items()})
+        ctx = RunContext(settings=settings, run_id=context.run_id, db_path=db)
+        counts = step.run(ctx)
+        for warning in ctx.warnings:  # e.g. reconciliation found differences (D-RUN-WARNING)
+            context.log.warning(warning["message"])
+        metadata = {k: str(v) for k, v in counts.items()}
+        if ctx.warnings:
+            metadata["warnings"] = "; ".join(w["message"] for w in ctx.warnings)
+        return dg.MaterializeResult(metadata=metadata)
 
     return _materialise
 

@@ -114,7 +114,11 @@ def transform(
     ] = None,
     fail_on_mismatch: Annotated[
         bool,
-        typer.Option("--fail-on-mismatch", help="Exit 1 when reconciliation finds differences."),
+        typer.Option(
+            "--fail-on-mismatch",
+            help="Exit 1 when reconciliation finds differences from the service's own summary "
+            "(without it they are a warning and the exit status is 0).",
+        ),
     ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the run as one JSON object.")
@@ -189,11 +193,7 @@ def transform(
             f"{result.partitions['count']} partitions rewritten; {result.conversations} "
             f"conversations, {result.incidents} incidents, "
             f"{sum(result.mart_rows.values())} mart rows in {result.duration_seconds:.1f} s; "
-            + (
-                "no service summary to compare with"
-                if result.reconciled_days == 0
-                else f"{len(result.mismatches)} reconciliation differences"
-            )
+            + result.reconciliation.describe()
         )
     if fail_on_mismatch and result.mismatches:
         raise typer.Exit(1)

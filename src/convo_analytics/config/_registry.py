@@ -790,6 +790,16 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=86400.0,
     ),
     Setting(
+        "run.log_file",
+        Kind.PATH,
+        None,
+        help=(
+            "File `convo run` appends every step's log to (its folder is made). Empty: none; "
+            "the run prints its summary line, warnings and errors, and the step logs with "
+            "--verbose."
+        ),
+    ),
+    Setting(
         "run.ingest_paths",
         Kind.LIST,
         (),
@@ -826,16 +836,17 @@ SETTINGS: tuple[Setting, ...] = (
         "run.alert_webhook_url",
         Kind.SECRET,
         help=(
-            "URL that gets a JSON POST when a run fails. Secret (chat webhook URLs carry "
-            "their credential): environment only."
+            "URL that gets a JSON POST when a run fails or ends with a warning. Secret (chat "
+            "webhook URLs carry their credential): environment only."
         ),
     ),
     Setting(
         "run.alert_command",
         Kind.STR,
         "",
-        help="Shell command run when a run fails, with CONVO_RUN_ID, CONVO_RUN_STATUS, "
-        "CONVO_RUN_FAILED_STEP and CONVO_RUN_ERROR set (empty: none).",
+        help="Shell command run when a run fails or ends with a warning, with CONVO_RUN_ID, "
+        "CONVO_RUN_STATUS, CONVO_RUN_FAILED_STEP, CONVO_RUN_ERROR and CONVO_RUN_WARNINGS set "
+        "(empty: none).",
     ),
 )
 

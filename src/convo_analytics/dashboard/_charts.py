@@ -1,6 +1,9 @@
 """Altair chart builders for the dashboard: frames in, charts out, no Streamlit here.
 
-Every chart is sized to its content (a bar chart grows with its bars), uses
+Every chart is sized to its content (a bar chart grows with its bars), writes
+its axes and tooltips as the tables write the same figures (``dashboard._format``:
+one precision per unit, durations in the table's unit, names such as funnel
+steps and guardrail flags as words, days as ``Nov 15`` on every tick), uses
 colour-blind-safe palettes (Okabe and Ito's eight colours for categories,
 viridis for ordered bands), and carries a point selection named ``PICK`` on
 the fields that say which conversations are behind a mark: a page draws it
@@ -13,6 +16,16 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from convo_analytics.dashboard._format import (
+    DAY_AXIS,
+    DAY_TOOLTIP,
+    axis_format,
+    duration_unit,
+    enum_label,
+    is_enum,
+    kind_of,
+    tooltip_format,
+)
 from convo_analytics.transform import STEPS
 
 __all__ = [
@@ -52,9 +65,6 @@ SERIES = {
     "lowConfidenceShare": "Low-confidence share",
     "guardrailTriggersPer1000Responses": "Guardrail triggers per 1,000 responses",
 }
-#: Series shown as percentages on their axis and in tooltips.
-PERCENT_SERIES = {"resolutionRate", "containmentRate", "escalationRate", "abandonmentRate",
-                  "csat", "lowConfidenceShare"}  # fmt: skip
 PERCENTILES = {
     "latencyP50Ms": "p50",
     "latencyP90Ms": "p90",
@@ -79,24 +89,45 @@ def _categorical(domain: list[str] | None = None) -> alt.Scale:
     return alt.Scale(domain=domain, range=OKABE_ITO)
 
 
+def _day_x(field: str = "date", *, binned: bool = False) -> alt.X:
+    """A day axis: every tick ``Nov 15``, not Vega's mix of weekdays and months. (Days
+    reach Vega as local midnights, so its local time shows them as the days they are.)"""
+    axis = alt.Axis(format=DAY_AXIS, tickCount="day", labelOverlap=True)
+    if binned:
+        return alt.X(f"yearmonthdate({field}):T", title="day", axis=axis)
+    return alt.X(f"{field}:T", title="day", axis=axis)
+
+
+def _day_tip(field: str = "date") -> alt.Tooltip:
+    """A tooltip's day, as the tables write it."""
+    return alt.Tooltip(f"yearmonthdate({field}):T", title="day", format=DAY_TOOLTIP)
+
+
+def _labelled(frame: pl.DataFrame, column: str) -> tuple[pl.DataFrame, str]:
+    """The frame with ``<column>_label`` (the values in words, ``_format.enum_label``) when
+    the column holds names, and the field to draw; the raw column stays, for a click."""
+    if not is_enum(column) or column not in frame.columns:
+        return frame, column
+    label = f"{column}_label"
+    values = frame[column].cast(pl.String)
+    shown = values.map_elements(enum_label, return_dtype=pl.String) if frame.height else values
+    return frame.with_columns(shown.alias(label)), label
+
+
 def daily_line(daily: pl.DataFrame, metric: str) -> alt.Chart:
     """One metric per day; a click on a day's point picks that day."""
     title = SERIES.get(metric, metric)
-    fmt = ".1%" if metric in PERCENT_SERIES else ",.3~f"
+    kind = kind_of(metric, daily.schema[metric])
     pick = _pick("date")
     chart: alt.Chart = (
         alt.Chart(daily.select("date", metric), title=title)
         .mark_line(point=alt.OverlayMarkDef(size=60, filled=True), color=OKABE_ITO[0])
         .encode(
-            x=alt.X(
-                "date:T",
-                title="day",
-                axis=alt.Axis(format="%b %d", tickCount="day", labelOverlap=True),
-            ),
-            y=alt.Y(f"{metric}:Q", title=title, axis=alt.Axis(format=fmt)),
+            x=_day_x(),
+            y=alt.Y(f"{metric}:Q", title=title, axis=alt.Axis(format=axis_format(kind))),
             tooltip=[
-                alt.Tooltip("date:T", title="day"),
-                alt.Tooltip(f"{metric}:Q", title=title, format=fmt),
+                _day_tip(),
+                alt.Tooltip(f"{metric}:Q", title=title, format=tooltip_format(kind)),
             ],
         )
         .add_params(pick)
@@ -106,24 +137,23 @@ def daily_line(daily: pl.DataFrame, metric: str) -> alt.Chart:
 
 
 def bars(frame: pl.DataFrame, category: str, value: str, title: str | None = None) -> alt.Chart:
-    """A horizontal bar per category, as tall as its bars need; a click picks the category."""
+    """A horizontal bar per category, as tall as its bars need; a click picks the category
+    (its value as the data has it, whatever label the axis shows)."""
     pick = _pick(category)
     label = title or value.replace("_", " ")
+    kind = kind_of(value, frame.schema[value])
+    data, shown = _labelled(frame.select(category, value), category)
+    name = category.replace("_", " ")
     chart: alt.Chart = (
-        alt.Chart(frame.select(category, value))
+        alt.Chart(data)
         .mark_bar(color=OKABE_ITO[0])
         .encode(
-            y=alt.Y(
-                f"{category}:N",
-                sort="-x",
-                title=category.replace("_", " "),
-                axis=alt.Axis(labelLimit=220),
-            ),
-            x=alt.X(f"{value}:Q", title=label),
+            y=alt.Y(f"{shown}:N", sort="-x", title=name, axis=alt.Axis(labelLimit=220)),
+            x=alt.X(f"{value}:Q", title=label, axis=alt.Axis(format=axis_format(kind))),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.45)),
             tooltip=[
-                alt.Tooltip(f"{category}:N", title=category.replace("_", " ")),
-                alt.Tooltip(f"{value}:Q", title=label, format=",.3~f"),
+                alt.Tooltip(f"{shown}:N", title=name),
+                alt.Tooltip(f"{value}:Q", title=label, format=tooltip_format(kind)),
             ],
         )
         .add_params(pick)
@@ -133,31 +163,34 @@ def bars(frame: pl.DataFrame, category: str, value: str, title: str | None = Non
 
 
 def latency_percentiles(daily: pl.DataFrame) -> alt.Chart:
-    """Assistant latency percentiles per day, one line each; a click picks the day."""
+    """Assistant latency percentiles per day, one line each, in the unit the tables use for
+    the same figures (ms, s, ...); a click picks the day."""
     long = daily.select("date", *PERCENTILES).unpivot(
         index="date", variable_name="percentile", value_name="ms"
     )
-    long = long.with_columns(pl.col("percentile").replace(PERCENTILES))
+    unit, size, _ = duration_unit(long["ms"].cast(pl.Float64) / 1000.0)
+    long = long.with_columns(
+        pl.col("percentile").replace(PERCENTILES),
+        (pl.col("ms").cast(pl.Float64) / (1000.0 * size)).alias("latency"),
+    )
     pick = _pick("date")
     chart: alt.Chart = (
-        alt.Chart(long)
+        alt.Chart(long.drop("ms"))
         .mark_line(point=alt.OverlayMarkDef(size=50, filled=True))
         .encode(
-            x=alt.X(
-                "date:T",
-                title="day",
-                axis=alt.Axis(format="%b %d", tickCount="day", labelOverlap=True),
+            x=_day_x(),
+            y=alt.Y(
+                "latency:Q", title=f"latency ({unit})", axis=alt.Axis(format=axis_format(unit))
             ),
-            y=alt.Y("ms:Q", title="latency (ms)"),
             color=alt.Color(
                 "percentile:N",
                 sort=list(PERCENTILES.values()),
                 scale=_categorical(list(PERCENTILES.values())),
             ),
             tooltip=[
-                alt.Tooltip("date:T", title="day"),
+                _day_tip(),
                 "percentile:N",
-                alt.Tooltip("ms:Q", format=",.0f"),
+                alt.Tooltip("latency:Q", title=f"latency ({unit})", format=tooltip_format(unit)),
             ],
         )
         .add_params(pick)
@@ -174,23 +207,24 @@ def confidence_bands(distribution: pl.DataFrame) -> alt.Chart:
         alt.Chart(distribution)
         .mark_bar(width=alt.RelativeBandSize(0.8))
         .encode(
-            x=alt.X(
-                "yearmonthdate(date):T",
-                title="day",
-                axis=alt.Axis(format="%b %d", tickCount="day", labelOverlap=True),
-            ),
+            x=_day_x(binned=True),
             y=alt.Y(
                 "responses:Q",
                 stack="normalize",
                 title="share of responses",
-                axis=alt.Axis(format="%"),
+                axis=alt.Axis(format=axis_format("percent")),
             ),
-            color=alt.Color("band:O", title="confidence ≥", scale=alt.Scale(scheme="viridis")),
+            color=alt.Color(
+                "band:O",
+                title="confidence ≥",
+                scale=alt.Scale(scheme="viridis"),
+                legend=alt.Legend(format=".1f"),
+            ),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.5)),
             tooltip=[
-                alt.Tooltip("date:T", title="day"),
-                alt.Tooltip("band:O", title="band ≥"),
-                "responses:Q",
+                _day_tip(),
+                alt.Tooltip("band:O", title="confidence ≥", format=".1f"),
+                alt.Tooltip("responses:Q", format=tooltip_format("count")),
             ],
         )
         .add_params(pick)
@@ -200,21 +234,27 @@ def confidence_bands(distribution: pl.DataFrame) -> alt.Chart:
 
 
 def funnel_chart(funnel: pl.DataFrame) -> alt.Chart:
-    """The lead funnel's steps as bars, in step order; a click picks the step."""
-    order = [step for step, _ in STEPS]
+    """The lead funnel's steps as bars, in step order, named in words; a click picks the
+    step."""
+    order = [enum_label(step) for step, _ in STEPS]
     pick = _pick("step")
+    data, shown = _labelled(funnel, "step")
     chart: alt.Chart = (
-        alt.Chart(funnel)
+        alt.Chart(data)
         .mark_bar(color=OKABE_ITO[2])
         .encode(
-            y=alt.Y("step:N", sort=order, title=None),
-            x=alt.X("conversations:Q"),
+            y=alt.Y(f"{shown}:N", sort=order, title=None),
+            x=alt.X("conversations:Q", axis=alt.Axis(format=axis_format("count"))),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.45)),
             tooltip=[
-                "step:N",
-                alt.Tooltip("conversations:Q", format=","),
-                alt.Tooltip("step_conversion:Q", format=".1%", title="step conversion"),
-                alt.Tooltip("conversion_from_start:Q", format=".1%", title="from start"),
+                alt.Tooltip(f"{shown}:N", title="step"),
+                alt.Tooltip("conversations:Q", format=tooltip_format("count")),
+                alt.Tooltip(
+                    "step_conversion:Q", format=tooltip_format("percent"), title="step conversion"
+                ),
+                alt.Tooltip(
+                    "conversion_from_start:Q", format=tooltip_format("percent"), title="from start"
+                ),
             ],
         )
         .add_params(pick)
@@ -224,23 +264,24 @@ def funnel_chart(funnel: pl.DataFrame) -> alt.Chart:
 
 
 def incidents_by_flag(per_flag_per_day: pl.DataFrame) -> alt.Chart:
-    """Guardrail incidents per day, stacked by flag (distinct colours); a click picks the
-    day and the flag."""
-    flags = sorted(set(per_flag_per_day["flag"].to_list())) if per_flag_per_day.height else None
+    """Guardrail incidents per day, stacked by flag (distinct colours, flags in words); a
+    click picks the day and the flag."""
+    data, shown = _labelled(per_flag_per_day, "flag")
+    flags = sorted(set(data[shown].to_list())) if data.height else None
     pick = _pick("date", "flag")
     chart: alt.Chart = (
-        alt.Chart(per_flag_per_day)
+        alt.Chart(data)
         .mark_bar(width=alt.RelativeBandSize(0.8))
         .encode(
-            x=alt.X(
-                "yearmonthdate(date):T",
-                title="day",
-                axis=alt.Axis(format="%b %d", tickCount="day", labelOverlap=True),
-            ),
-            y=alt.Y("incidents:Q"),
-            color=alt.Color("flag:N", scale=_categorical(flags)),
+            x=_day_x(binned=True),
+            y=alt.Y("incidents:Q", axis=alt.Axis(format=axis_format("count"))),
+            color=alt.Color(f"{shown}:N", title="flag", scale=_categorical(flags)),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.5)),
-            tooltip=[alt.Tooltip("date:T", title="day"), "flag:N", "incidents:Q"],
+            tooltip=[
+                _day_tip(),
+                alt.Tooltip(f"{shown}:N", title="flag"),
+                alt.Tooltip("incidents:Q", format=tooltip_format("count")),
+            ],
         )
         .add_params(pick)
         .properties(height=260, autosize=FIT_WIDTH)
@@ -249,18 +290,31 @@ def incidents_by_flag(per_flag_per_day: pl.DataFrame) -> alt.Chart:
 
 
 def result_chart(frame: pl.DataFrame, kind: str, x: str, y: str, color: str | None) -> alt.Chart:
-    """An Explore cell's chart: ``kind`` (line, bar, area or point) of ``y`` over ``x``."""
+    """An Explore cell's chart: ``kind`` (line, bar, area or point) of ``y`` over ``x``; its
+    axes written as its table writes the same columns (a rate as a percentage, days as
+    ``Nov 15`` on every tick)."""
     dtype = frame.schema[x]
     if isinstance(dtype, pl.Date | pl.Datetime):
-        x_enc = alt.X(f"{x}:T", title=x)
+        days = isinstance(dtype, pl.Date) or bool(
+            (frame[x].drop_nulls().dt.truncate("1d") == frame[x].drop_nulls()).all()
+        )
+        axis = alt.Axis(format=DAY_AXIS if days else f"{DAY_AXIS} %H:%M", labelOverlap=True)
+        x_enc = alt.X(f"{x}:T", title=x, axis=axis)
     elif dtype.is_numeric():
-        x_enc = alt.X(f"{x}:Q", title=x)
+        x_enc = alt.X(f"{x}:Q", title=x, axis=alt.Axis(format=axis_format(kind_of(x, dtype))))
     else:
         x_enc = alt.X(f"{x}:N", title=x, sort="-y", axis=alt.Axis(labelLimit=200))
+    y_kind = kind_of(y, frame.schema[y])
     encoding: dict[str, object] = {
         "x": x_enc,
-        "y": alt.Y(f"{y}:Q", title=y),
-        "tooltip": [c for c in (x, y, color) if c],
+        "y": alt.Y(f"{y}:Q", title=y, axis=alt.Axis(format=axis_format(y_kind))),
+        "tooltip": [
+            alt.Tooltip(field=x, type="temporal", timeUnit="yearmonthdate", format=DAY_TOOLTIP)
+            if isinstance(dtype, pl.Date)
+            else x,
+            alt.Tooltip(f"{y}:Q", format=tooltip_format(y_kind)),
+            *([color] if color else []),
+        ],
     }
     if color:
         shown = frame[color].cast(pl.String).unique().sort().to_list()[: len(OKABE_ITO)]
@@ -280,31 +334,32 @@ def workspace_bars(
     comparison: pl.DataFrame, metric: str, title: str, fmt: str, chosen: str | None = None
 ) -> alt.Chart:
     """One KPI of every workspace side by side, a bar (and colour) each, in the comparison's
-    order; the chosen workspace (a name) drawn solid, the others lighter."""
+    order, written as the comparison's table writes it (a latency in the table's unit); the
+    chosen workspace (a name) drawn solid, the others lighter."""
     names = comparison["workspace"].to_list()
     palette = _categorical(names if 0 < len(names) <= len(OKABE_ITO) else None)
-    axis_format = {"percent": ".0%", "ms": ",.0f"}.get(fmt, ",.3~f")
-    tip_format = {"percent": ".1%", "ms": ",.0f"}.get(fmt, ",.3~f")
+    data = comparison.select("workspace", metric)
+    kind, axis_title = fmt, title
+    if fmt == "ms":
+        kind, size, _ = duration_unit(data[metric].cast(pl.Float64) / 1000.0)
+        data = data.with_columns(pl.col(metric).cast(pl.Float64) / (1000.0 * size))
+        axis_title = f"{title} ({kind})"
     emphasis = (
         alt.condition(alt.datum.workspace == chosen, alt.value(1.0), alt.value(0.45))
         if chosen is not None
         else alt.value(1.0)
     )
     chart: alt.Chart = (
-        alt.Chart(comparison.select("workspace", metric), title=title)
+        alt.Chart(data, title=title)
         .mark_bar()
         .encode(
             y=alt.Y("workspace:N", sort=names, title=None, axis=alt.Axis(labelLimit=220)),
-            x=alt.X(
-                f"{metric}:Q",
-                title=f"{title} (ms)" if fmt == "ms" else title,
-                axis=alt.Axis(format=axis_format),
-            ),
+            x=alt.X(f"{metric}:Q", title=axis_title, axis=alt.Axis(format=axis_format(kind))),
             color=alt.Color("workspace:N", scale=palette, legend=None),
             opacity=emphasis,
             tooltip=[
                 alt.Tooltip("workspace:N"),
-                alt.Tooltip(f"{metric}:Q", title=title, format=tip_format),
+                alt.Tooltip(f"{metric}:Q", title=axis_title, format=tooltip_format(kind)),
             ],
         )
         .properties(height=BAR_HEIGHT * max(comparison.height, 1), autosize=FIT_WIDTH)

@@ -24,13 +24,13 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from convo_analytics.dashboard._queries import Filters, zone_sql
+from convo_analytics.dashboard._queries import Filters, TablePage, zone_sql
 from convo_analytics.dashboard._views import Slice
 from convo_analytics.transform import STEPS
 from convo_analytics.transform._frames import read_frame
 from convo_analytics.transform._incidents import day_bounds
 
-__all__ = ["PAGE_SIZES", "ConversationPage", "conversation_page"]
+__all__ = ["PAGE_SIZES", "ConversationPage", "conversation_page", "conversation_table"]
 
 PAGE_SIZES = (50, 100, 250, 500)
 #: See _earliest.
@@ -168,6 +168,26 @@ def conversation_page(
         current = pages
         rows, total = _page(con, condition, params, size, current)
     return ConversationPage(_with_first_messages(con, rows), total, current, pages)
+
+
+def conversation_table(
+    con: duckdb.DuckDBPyConnection, f: Filters, s: Slice, offset: int = 0,
+    limit: int | None = None,
+) -> TablePage:  # fmt: skip
+    """Rows ``offset`` on of the slice (``limit`` of them; None: every one, for the page's
+    download), newest first, with each row's first user message."""
+    where, params = _where(f, s)
+    condition = " AND ".join(where) or "true"
+    tail = f" LIMIT {int(limit)}" if limit is not None else ""
+    rows = read_frame(
+        con,
+        f"SELECT {COLUMNS}, count(*) OVER () AS matches FROM mart_conversations c "
+        f"WHERE {condition} ORDER BY c.started_at DESC, c.conversation_id{tail} "
+        f"OFFSET {max(int(offset), 0)}",
+        params,
+    )
+    total = int(rows["matches"][0]) if rows.height else 0
+    return TablePage(_with_first_messages(con, rows.drop("matches")), total, offset)
 
 
 def _page(

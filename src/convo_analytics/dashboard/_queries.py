@@ -18,6 +18,7 @@ from datetime import date, timedelta
 from typing import Any
 
 import duckdb
+import orjson
 import polars as pl
 
 from convo_analytics.transform import (
@@ -25,7 +26,9 @@ from convo_analytics.transform import (
     INCIDENT_QUERY,
     TIER,
     Cube,
+    Mismatch,
     NotTransformed,
+    Reconciliation,
     breakdown,
     flag_rates,
     in_range,
@@ -251,23 +254,62 @@ def funnel(
     return {"funnel": lead_funnel(started, by), "bands": score_bands(started)}
 
 
-def qualified_leads(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 500) -> pl.DataFrame:
-    """Leads qualified in the range, best score first (contact details named, not shown)."""
+@dataclass(frozen=True, slots=True)
+class TablePage:
+    """Rows ``offset`` on of a table (all of them when asked without a limit), and how many
+    rows the whole table has: a page that shows fewer says so, and its download runs the
+    same query without the limit."""
+
+    rows: pl.DataFrame
+    total: int
+    offset: int = 0
+
+
+def _limit(limit: int | None, offset: int) -> str:
+    """The SQL that keeps rows ``offset`` on (``limit`` of them; None: all)."""
+    if limit is None:
+        return f" OFFSET {max(int(offset), 0)}" if offset else ""
+    return f" LIMIT {max(int(limit), 0)} OFFSET {max(int(offset), 0)}"
+
+
+def _paged(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list[Any], offset: int, limit: int | None
+) -> TablePage:
+    """``sql`` (ordered) one page at a time, with the whole result's size from one statement
+    (a window count over the matches)."""
+    rows = read_frame(
+        con, f"SELECT *, count(*) OVER () AS _rows FROM ({sql}){_limit(limit, offset)}", params
+    )
+    if rows.height:
+        return TablePage(rows.drop("_rows"), int(rows["_rows"][0]), offset)
+    total = con.execute(f"SELECT count(*) FROM ({sql})", params).fetchall()[0][0]
+    return TablePage(rows.drop("_rows"), int(total), offset)
+
+
+def qualified_leads(
+    con: duckdb.DuckDBPyConnection, f: Filters, offset: int = 0, limit: int | None = None
+) -> TablePage:
+    """Leads qualified in the range (days in the filters' zone), best score first, rows
+    ``offset`` on (``limit`` of them; None: every one), and how many there are (contact
+    details named, not shown)."""
     lo, hi = day_bounds(f.first, f.last)
-    frame = read_frame(
-        con,
+    keep, params = "", list[Any]()
+    if f.channels:
+        keep += f" AND c.channel IN ({', '.join('?' * len(f.channels))})"
+        params += list(f.channels)
+    if f.workspace is not None:
+        keep += " AND l.workspace_id = ?"
+        params.append(f.workspace)
+    sql = (
         "SELECT l.workspace_id, l.id AS lead_id, l.conversation_id, l.score, l.intent, "
         "l.qualified_at, l.contact_fields, c.channel, c.source FROM leads l "
         "LEFT JOIN mart_conversations c ON c.conversation_id = l.conversation_id "
         "AND c.workspace_id = l.workspace_id "
         "WHERE l.qualified_at >= ?::TIMESTAMPTZ AND l.qualified_at < ?::TIMESTAMPTZ "
-        "ORDER BY l.score DESC, l.qualified_at",
-        [lo, hi],
+        f"AND (l.qualified_at AT TIME ZONE '{zone_sql(f.tz)}')::DATE BETWEEN ? AND ?{keep} "
+        "ORDER BY l.score DESC, l.qualified_at, l.workspace_id, l.id"
     )
-    frame = frame.filter(
-        pl.col("qualified_at").dt.convert_time_zone(f.tz).dt.date().is_between(f.first, f.last)
-    )
-    return frame.filter(_chosen(f)).head(limit)
+    return _paged(con, sql, [lo, hi, f.first, f.last, *params], offset, limit)
 
 
 def _chosen(f: Filters) -> pl.Expr:
@@ -312,6 +354,14 @@ def incident_log(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     )
 
 
+def incident_page(
+    con: duckdb.DuckDBPyConnection, f: Filters, offset: int = 0, limit: int | None = None
+) -> TablePage:
+    """Rows ``offset`` on of :func:`incident_log` (``limit`` of them; None: all)."""
+    log = incident_log(con, f)
+    return TablePage(log.slice(offset, limit), log.height, offset)
+
+
 def guardrail_report(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str, pl.DataFrame]:
     """Incidents (redacted), per flag per day, flag rates and repeat offenders."""
     log = incident_log(con, f)
@@ -350,8 +400,9 @@ def _of_workspace(column: str) -> str:
 def pipeline_status(
     con: duckdb.DuckDBPyConnection, workspace: str | None = None, whole_warehouse: bool = True
 ) -> dict[str, pl.DataFrame]:
-    """Freshness (last successful runs, bookmarks), run history and the open quarantine (rows
-    a replay or a later read has loaded since are resolved, not counted).
+    """Freshness (last successful runs, a run with a warning included; bookmarks) and the
+    open quarantine (rows a replay or a later read has loaded since are resolved, not
+    counted); the run history is :func:`run_history`.
 
     Extractions and bookmarks are a workspace's (``workspace``: that one's only); the
     nightly run, webhook ingests, transforms and the quarantine serve the whole warehouse,
@@ -366,29 +417,11 @@ def pipeline_status(
     ws = "workspace_id" if has_column(con, "extract_runs", "workspace_id") else "NULL"
     mine = _of_workspace(ws)
     chosen = [workspace, workspace]
-    runs = read_frame(
-        con,
-        f"""SELECT * FROM (
-           SELECT 'nightly run' AS step, NULL::VARCHAR AS workspace_id, run_id,
-                  failed_step AS part, started_at, finished_at, status, NULL AS count, error
-           FROM pipeline_runs
-           UNION ALL
-           SELECT 'extract' AS step, {ws}, run_id, stream AS part, started_at, finished_at,
-                  status, records AS count, error FROM extract_runs WHERE {mine}
-           UNION ALL
-           SELECT 'webhook ingest', NULL, ingest_run_id, NULL, started_at, finished_at, status,
-                  loaded, error FROM ingest_runs
-           UNION ALL
-           SELECT 'transform', NULL, transform_run_id, NULL, started_at, finished_at, status,
-                  conversations, error FROM transform_runs)
-           ORDER BY started_at DESC NULLS LAST LIMIT 200""",
-        chosen,
-    )
     freshness = read_frame(
         con,
         f"""SELECT step, workspace_id, max(finished_at) AS last_success FROM (
                SELECT 'nightly run' AS step, NULL::VARCHAR AS workspace_id, finished_at
-               FROM pipeline_runs WHERE status = 'ok'
+               FROM pipeline_runs WHERE status IN ('ok', 'warning')
                UNION ALL SELECT 'extract', {ws}, finished_at FROM extract_runs
                WHERE status = 'ok' AND {mine}
                UNION ALL SELECT 'webhook ingest', NULL, finished_at FROM ingest_runs
@@ -407,7 +440,6 @@ def pipeline_status(
             f"FROM bookmarks WHERE {_of_workspace(marks)} ORDER BY 1, 2",
             chosen,
         ),
-        "runs": runs,
         "quarantine": read_frame(
             con,
             "SELECT NULL::VARCHAR AS workspace_id, reason, count(*) AS lines, "
@@ -416,3 +448,115 @@ def pipeline_status(
             "GROUP BY ALL ORDER BY lines DESC",
         ),
     }
+
+
+def run_history(
+    con: duckdb.DuckDBPyConnection,
+    workspace: str | None = None,
+    whole_warehouse: bool = True,
+    offset: int = 0,
+    limit: int | None = None,
+) -> TablePage:
+    """Every run (nightly runs, extractions of the workspace, webhook ingests, transforms),
+    newest first, rows ``offset`` on (``limit`` of them; None: all), with what each said
+    beyond its status: a nightly run's warnings, a transform's differences from the
+    service's own summary. Without ``whole_warehouse`` (a dashboard started for some
+    workspaces), the workspace's extractions only."""
+    ws = "workspace_id" if has_column(con, "extract_runs", "workspace_id") else "NULL"
+    differences = (
+        "CASE WHEN json_array_length(reconciliation) > 0 THEN "
+        "json_array_length(reconciliation) || CASE WHEN json_array_length(reconciliation) = 1 "
+        "THEN ' difference' ELSE ' differences' END || ' from the service''s own summary' END"
+    )
+    sql = f"""SELECT * FROM (
+           SELECT 'nightly run' AS step, NULL::VARCHAR AS workspace_id, run_id,
+                  failed_step AS part, started_at, finished_at, status, NULL::BIGINT AS count,
+                  error, nullif(array_to_string(
+                      json_extract_string(steps, '$[*].warnings[*]'), '; '), '') AS warning
+           FROM pipeline_runs
+           UNION ALL
+           SELECT 'extract' AS step, {ws}, run_id, stream AS part, started_at, finished_at,
+                  status, records AS count, error, NULL FROM extract_runs
+           WHERE {_of_workspace(ws)}
+           UNION ALL
+           SELECT 'webhook ingest', NULL, ingest_run_id, NULL, started_at, finished_at, status,
+                  loaded, error, NULL FROM ingest_runs
+           UNION ALL
+           SELECT 'transform', NULL, transform_run_id, NULL, started_at, finished_at, status,
+                  conversations, error, {differences} FROM transform_runs)
+           {"" if whole_warehouse else "WHERE workspace_id IS NOT NULL"}
+           ORDER BY started_at DESC NULLS LAST, step, run_id"""
+    return _paged(con, sql, [workspace, workspace], offset, limit)
+
+
+def has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    found = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = ? "
+        "AND table_schema = current_schema()",
+        [table],
+    ).fetchall()
+    return bool(found[0][0])
+
+
+@dataclass(frozen=True, slots=True)
+class ReconciliationView:
+    """What the newest transform found against the service's own summary (the Pipeline
+    page's section): the run, the outcome, and each difference."""
+
+    transform_run_id: str
+    finished_at: Any
+    found: Reconciliation
+    #: Each difference: workspace, zone, day, metric, both figures and their difference.
+    differences: pl.DataFrame
+    #: False when the snapshot does not carry the comparison (a copy of the lake).
+    recorded: bool = True
+
+
+def reconciliation(
+    con: duckdb.DuckDBPyConnection, workspace: str | None = None
+) -> ReconciliationView | None:
+    """The newest successful transform's reconciliation (of one workspace, if given), or
+    None when no transform ran."""
+    if not has_table(con, "transform_runs"):
+        return None
+    rows = con.execute(
+        "SELECT transform_run_id, finished_at, timezones, CAST(reconciliation AS VARCHAR) "
+        "FROM transform_runs WHERE status = 'ok' ORDER BY finished_at DESC LIMIT 1"
+    ).fetchall()
+    if not rows:
+        return None
+    run_id, finished, zones, listed = rows[0]
+    days: dict[str, int] = {str(tz): 0 for tz in zones or ()}
+    if has_table(con, "service_summaries"):
+        mine = " AND workspace_id = ?" if workspace is not None else ""
+        for tz, n in con.execute(
+            f"SELECT timezone, count(*) FROM service_summaries WHERE 1 = 1{mine} GROUP BY 1",
+            [workspace] if workspace is not None else [],
+        ).fetchall():
+            if str(tz) in days:
+                days[str(tz)] = int(n)
+    found = [
+        Mismatch(
+            m["timezone"],
+            date.fromisoformat(m["date"]),
+            m["metric"],
+            m.get("warehouse"),
+            m.get("service"),
+            m.get("workspace_id"),
+        )
+        for m in (orjson.loads(listed) if listed else [])
+        if workspace is None or m.get("workspace_id") in (None, workspace)
+    ]
+    schema = {"workspace_id": pl.String, "timezone": pl.String, "date": pl.Date,
+              "metric": pl.String, "warehouse": pl.Float64, "service": pl.Float64}  # fmt: skip
+    frame = (
+        pl.DataFrame([{**m.as_json(), "date": m.date} for m in found], schema=schema, orient="row")
+        if found
+        else pl.DataFrame(schema=schema)
+    )
+    frame = frame.with_columns((pl.col("warehouse") - pl.col("service")).alias("difference")).sort(
+        "workspace_id", "timezone", "date", "metric"
+    )
+    return ReconciliationView(
+        str(run_id), finished, Reconciliation(days, tuple(found)), frame, listed is not None
+    )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,8 +33,14 @@ from convo_analytics.dashboard import _conversations as conversations
 from convo_analytics.dashboard import _notebooks as notebooks
 from convo_analytics.dashboard import _queries as queries
 from convo_analytics.dashboard import _workspaces as workspaces
-from convo_analytics.dashboard._format import DisplayColumn, for_display
-from convo_analytics.dashboard._queries import Filters
+from convo_analytics.dashboard._format import (
+    DisplayColumn,
+    download_label,
+    enum_label,
+    for_display,
+    showing,
+)
+from convo_analytics.dashboard._queries import Filters, TablePage
 from convo_analytics.dashboard._views import (
     SLICE_PARAMS,
     Drill,
@@ -265,6 +271,7 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
     all_too = allowed is None and len(names) > 1
     choices = ["", *names] if all_too else list(names) if allowed is not None else [""]
     lowest, highest = data.first_day - timedelta(days=366), data.last_day + timedelta(days=1)
+    default = default_filters(data.first_day, data.last_day)
     if "filter_range" not in st.session_state:  # a new session: the URL's view, if any
         from_url, notes = filters_from_url(_params(), data)
         st.session_state["filter_range"] = (from_url.first, from_url.last)
@@ -274,8 +281,13 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
         st.session_state["_url_notes"] = (notes, None)
     else:  # a new snapshot may hold other days than the widget's value
         current = st.session_state["filter_range"]
-        if _within(current, lowest, highest) != current:
+        if tuple(current) == st.session_state.get("_default_range") != (default.first,
+                                                                         default.last):  # fmt: skip
+            # still on the default range: it follows the data to its new last day
+            st.session_state["filter_range"] = (default.first, default.last)
+        elif _within(current, lowest, highest) != current:
             st.session_state["filter_range"] = _within(current, lowest, highest)
+    st.session_state["_default_range"] = (default.first, default.last)
     if st.session_state.get("filter_workspace") not in ("", *names):  # a new snapshot
         st.session_state["filter_workspace"] = ""
     held = [c for c in st.session_state.get("filter_channels", []) if c in data.channels]
@@ -294,7 +306,7 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
         )
         tz = st.selectbox("Time zone", ZONES, key="filter_tz")
         chosen = st.multiselect("Channels", data.channels, key="filter_channels",
-                                placeholder="all")  # fmt: skip
+                                format_func=enum_label, placeholder="all")  # fmt: skip
         workspace = st.selectbox(
             "Workspace",
             choices,
@@ -304,7 +316,6 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
             help="Every page's figures, tables and downloads are this workspace's; "
             "all workspaces are summed (the Workspaces page compares them).",
         )
-    default = default_filters(data.first_day, data.last_day)
     days: list[Any] = list(picked) if isinstance(picked, tuple) else [picked]
     days = [d for d in days if isinstance(d, date)] or [default.first, default.last]
     first, last = days[0], days[-1]  # one day while the user is mid-way through picking
@@ -380,21 +391,71 @@ def named(frame: pl.DataFrame) -> pl.DataFrame:
     return with_workspace(frame, *_workspace_view())
 
 
-def download(
-    frame: pl.DataFrame, name: str, label: str = "Download as CSV", *, workspace: bool = True
-) -> None:
-    """A download button for the data behind a chart or table (the raw values, with the
-    workspace unless ``workspace`` is off)."""
-    if workspace:
-        frame = named(frame)
+@dataclass(frozen=True, slots=True)
+class Whole:
+    """The query behind a table that shows part of its rows (one page): the table's
+    download runs it whole, when the button is clicked (``query(snap, name, *args,
+    offset=0, limit=None)``, a ``TablePage``)."""
+
+    snap: Snapshot
+    name: str
+    args: tuple[Any, ...]
+    total: int
+    #: What a row is, for the button's label ("Download all 571 qualified leads as CSV").
+    what: str = "rows"
+
+
+def _csv(frame: pl.DataFrame) -> bytes:
+    """A frame as CSV (lists joined), as every download writes it."""
     flat = frame.with_columns(
         pl.col(c).cast(pl.List(pl.String)).list.join(", ")
         for c, t in frame.schema.items()
         if isinstance(t, pl.List)
     )
+    return flat.write_csv().encode("utf-8")
+
+
+def _whole_csv(whole: Whole, workspace: bool) -> Callable[[], bytes]:
+    """Make the whole table's CSV when the download is clicked (Streamlit runs it on another
+    thread: it uses the snapshot's database opened now, and no Streamlit command)."""
+    database = _database(str(whole.snap.path))
+    fn = _QUERIES[whole.name]
+    names, chosen = _workspace_view()
+
+    def make() -> bytes:
+        cursor = database.cursor()
+        try:
+            cursor.execute("SET TimeZone = 'UTC'")
+            rows = fn(cursor, *whole.args, offset=0, limit=None).rows
+        finally:
+            cursor.close()
+        return _csv(with_workspace(rows, names, chosen) if workspace else rows)
+
+    return make
+
+
+def download(
+    frame: pl.DataFrame,
+    name: str,
+    label: str | None = None,
+    *,
+    workspace: bool = True,
+    whole: Whole | None = None,
+) -> None:
+    """A download button for the data behind a chart or table (the raw values, with the
+    workspace unless ``workspace`` is off): every row of it, also when the table shows
+    one page (``whole``: its query, run when the button is clicked)."""
+    if whole is not None and whole.total > frame.height:
+        st.download_button(
+            download_label(whole.total, whole.what), _whole_csv(whole, workspace),
+            file_name=f"{name}.csv", mime="text/csv", key=f"download_{name}",
+        )  # fmt: skip
+        return
+    if workspace:
+        frame = named(frame)
     st.download_button(
-        label,
-        flat.write_csv().encode("utf-8"),
+        label or download_label(),
+        _csv(frame),
         file_name=f"{name}.csv",
         mime="text/csv",
         key=f"download_{name}",
@@ -403,12 +464,17 @@ def download(
 
 def _column_config(column: DisplayColumn) -> Any:
     if column.as_text:
-        numeric = column.kind not in ("datetime", "date", "text", "bool")
+        numeric = column.kind not in ("datetime", "date", "text", "bool", "enum")
         return st.column_config.TextColumn(column.label, alignment="right" if numeric else None)
     if column.kind in ("count", "number", "ratio", "score", "percent", "ms", "seconds"):
         return st.column_config.NumberColumn(column.label, format=column.format)
     if column.kind == "bool":
         return st.column_config.CheckboxColumn(column.label)
+    if column.kind == "enum":  # the values stay (they sort and filter as such), shown in words
+        labels = dict(column.options)
+        return st.column_config.SelectboxColumn(
+            column.label, options=list(labels), format_func=lambda v: labels.get(str(v), str(v))
+        )
     return st.column_config.TextColumn(column.label)
 
 
@@ -419,16 +485,63 @@ def show_table(
     *,
     relabel: bool = True,
     workspace: bool = True,
+    whole: Whole | None = None,
+    raw: pl.DataFrame | None = None,
 ) -> None:
-    """A table with human labels and formatted values, and its download (raw values); the
-    workspace (name) is the first column of both unless ``workspace`` is off."""
+    """A table with human labels and formatted values, and its download (raw values, every
+    row: ``whole`` is the query of a table that shows one page of it; ``raw``, the frame
+    whose values ``frame`` shows as text); the workspace (name) is the first column of
+    both unless ``workspace`` is off."""
     if workspace:
         frame = named(frame)
     shown = for_display(frame.drop("workspace_id", strict=False) if workspace else frame, tz,
                         relabel=relabel)  # fmt: skip
     config = {c: _column_config(d) for c, d in shown.columns.items()}
     st.dataframe(shown.frame, hide_index=True, width="stretch", column_config=config)
-    download(frame, name, workspace=False)
+    kept = named(raw) if workspace and raw is not None else frame if raw is None else raw
+    download(kept, name, workspace=workspace, whole=whole)  # named already: kept as is
+
+
+#: Rows per page a paged table offers.
+PAGE_SIZES = (25, 100, 500)
+
+
+def paged_table(
+    snap: Snapshot,
+    name: str,
+    args: tuple[Any, ...],
+    file_name: str,
+    tz: str | None = None,
+    *,
+    key: str,
+    what: str = "rows",
+) -> TablePage:
+    """A table of the query ``name`` (``query(snap, name, *args, offset=..., limit=...)``,
+    a ``TablePage``) one page at a time: when it has more rows than a page, it says
+    "Showing 1-100 of 571 ..." (``_format.showing``) and offers the page and the rows per
+    page; its download holds every row (decision D-TABLE-PAGES)."""
+    size = int(st.session_state.get(f"{key}_size", PAGE_SIZES[1]))
+    if st.session_state.get(f"_{key}_size_was", size) != size:
+        st.session_state[f"{key}_page"] = 1  # another page size: from the first row again
+    st.session_state[f"_{key}_size_was"] = size
+    page = max(1, int(st.session_state.get(f"{key}_page", 1)))
+    result: TablePage = query(snap, name, *args, offset=(page - 1) * size, limit=size)
+    pages = max(1, -(-result.total // size))
+    if page > pages:  # the table shrank (another range, a new snapshot): its last page
+        page = pages
+        result = query(snap, name, *args, offset=(page - 1) * size, limit=size)
+    if result.total > PAGE_SIZES[0]:
+        said, at, per = st.columns([4, 1, 1], vertical_alignment="bottom")
+        said.caption(showing(result.offset + 1, result.rows.height, result.total, what))
+        if pages > 1:
+            st.session_state[f"{key}_page"] = page
+            at.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1,
+                            key=f"{key}_page")  # fmt: skip
+        per.selectbox("Per page", PAGE_SIZES, key=f"{key}_size",
+                      index=PAGE_SIZES.index(size) if size in PAGE_SIZES else 1)  # fmt: skip
+    whole = Whole(snap, name, args, result.total, what)
+    show_table(result.rows, file_name, tz, whole=whole)
+    return result
 
 
 def chart_with_drill(chart: Any, key: str, kind: str, f: Filters) -> None:
@@ -454,10 +567,12 @@ def open_conversations(drill: Drill, f: Filters) -> None:
 
 
 __all__ = [
+    "PAGE_SIZES",
     "PUBLISHED_DIR_ENV",
     "SLICE_PARAMS",
     "WORKSPACES_ENV",
     "ZONES",
+    "Whole",
     "app_settings",
     "chart_with_drill",
     "connection",
@@ -466,6 +581,7 @@ __all__ = [
     "known",
     "named",
     "open_conversations",
+    "paged_table",
     "params",
     "published_dir",
     "published_snapshot",

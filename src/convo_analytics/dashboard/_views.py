@@ -29,6 +29,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from convo_analytics.dashboard._format import is_enum, name_text
 from convo_analytics.dashboard._queries import STATUSES, Filters
 from convo_analytics.dashboard._text import plain
 from convo_analytics.transform import STEPS
@@ -93,8 +94,9 @@ class Slice:
             out.append(f"{what} on {self.day}")
         for name in ("locale", "intent", "source", "flag", "tier", "step"):
             value = getattr(self, name)
-            if value is not None:
-                out.append(f"{name}: {plain(value)}")
+            if value is not None:  # names the service gives in words, others as text
+                shown = name_text(value) if is_enum(name) else plain(value)
+                out.append(f"{name}: {shown}")
         if self.band is not None:
             out.append(f"a response with confidence {self.band:.1f}–{self.band + 0.1:.1f}")
         if self.below is not None:

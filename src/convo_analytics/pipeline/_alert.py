@@ -1,6 +1,7 @@
-"""Telling someone a run failed: a webhook POST and/or a command, both from the config.
+"""Telling someone a run failed, or ended with a warning (reconciliation found differences):
+a webhook POST and/or a command, both from the config.
 
-The alert carries the run's id, status, failed step and error, never a
+The alert carries the run's id, status, failed step, error and warnings, never a
 secret (errors are built without them). A failing alert is logged, never
 raised: it must not turn a failed run into a crashed one.
 """
@@ -34,13 +35,20 @@ def check_alert_settings(settings: Settings) -> None:
 
 
 def send_alert(settings: Settings, run: dict[str, Any]) -> None:
+    """Alert on a failed run, or on one that ended with warnings (``status`` says which)."""
+    warnings = [f"{w['step']}: {w['message']}" for w in run.get("warnings") or []]
+    text = (
+        f"convo run {run['run_id']} {run['status']} in {run['failed_step']}: {run['error']}"
+        if run["status"] != "warning"
+        else f"convo run {run['run_id']} warning: {'; '.join(warnings)}"
+    )
     body = {
         "runId": run["run_id"],
         "status": run["status"],
         "failedStep": run["failed_step"],
         "error": run["error"],
-        "text": f"convo run {run['run_id']} {run['status']} in {run['failed_step']}: "
-        f"{run['error']}",
+        "warnings": warnings,
+        "text": text,
     }
     url = settings.get_secret("run.alert_webhook_url")
     if url is not None:
@@ -54,7 +62,8 @@ def send_alert(settings: Settings, run: dict[str, Any]) -> None:
         env = {**_without_secrets(os.environ), "CONVO_RUN_ID": str(run["run_id"]),
                "CONVO_RUN_STATUS": str(run["status"]),
                "CONVO_RUN_FAILED_STEP": str(run["failed_step"] or ""),
-               "CONVO_RUN_ERROR": str(run["error"] or "")}  # fmt: skip
+               "CONVO_RUN_ERROR": str(run["error"] or ""),
+               "CONVO_RUN_WARNINGS": "\n".join(warnings)}  # fmt: skip
         try:
             done = subprocess.run(
                 command, shell=True, env=env, timeout=ALERT_TIMEOUT_SECONDS * 6,

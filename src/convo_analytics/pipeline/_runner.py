@@ -40,6 +40,15 @@ class RunContext:
     run_id: str
     db_path: Path
     notes: dict[str, Any] = field(default_factory=dict)
+    #: What steps said that the run's status must show (:meth:`warn`), in order.
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+    def warn(self, kind: str, message: str, **details: Any) -> None:
+        """Say something the step did not fail on but nobody should miss (reconciliation
+        found differences): the step and the run end as ``warning`` (exit 0, so schedulers
+        do not retry), the alert goes out, and the message (with ``details``, JSON values)
+        is in the summary line, ``--json`` and ``pipeline_runs`` (the step logs it itself)."""
+        self.warnings.append({"kind": kind, "message": message, **details})
 
 
 #: A step returns its counts (shown in the summary line and stored in pipeline_runs).
@@ -64,6 +73,11 @@ class StepFailed(Exception):
     """A step could not do its work; the message says why (never a secret)."""
 
 
+#: A run's statuses: ``warning`` is a run that did every step but has something to say
+#: (reconciliation found differences); ``interrupted`` is set by the next run.
+STATUSES = ("running", "ok", "warning", "failed", "interrupted")
+
+
 @dataclass(slots=True)
 class RunResult:
     run_id: str
@@ -73,6 +87,8 @@ class RunResult:
     error: str | None = None
     seconds: float = 0.0
     recovered_from: str | None = None
+    #: Each step's warnings (RunContext.warn): step, kind, message and details.
+    warnings: list[dict[str, Any]] = field(default_factory=list)
 
     def summary_line(self) -> str:
         parts = []
@@ -80,8 +96,13 @@ class RunResult:
             counts = ", ".join(f"{k} {v}" for k, v in step["counts"].items() if _short(v))
             parts.append(f"{step['name']} {step['status']}" + (f" ({counts})" if counts else ""))
         head = f"run {self.run_id} {self.status} in {self.seconds:.1f} s"
-        tail = f"; error in {self.failed_step}: {self.error}" if self.error else ""
+        tail = "".join(f"; warning in {w['step']}: {w['message']}" for w in self.warnings)
+        tail += f"; error in {self.failed_step}: {self.error}" if self.error else ""
         return f"{head}: {'; '.join(parts)}{tail}"
+
+    def warned(self, kind: str) -> bool:
+        """Whether a step warned of ``kind`` (e.g. ``reconciliation``)."""
+        return any(w["kind"] == kind for w in self.warnings)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -89,6 +110,7 @@ class RunResult:
             "status": self.status,
             "failed_step": self.failed_step,
             "error": self.error,
+            "warnings": self.warnings,
             "seconds": round(self.seconds, 3),
             "steps": self.steps,
             "recovered_from": self.recovered_from,
@@ -148,6 +170,7 @@ def run_pipeline(steps: Sequence[Step], settings: Settings, lock: WriterLock) ->
         step_clock = time.perf_counter()
         entry: dict[str, Any] = {"name": step.name, "status": "running", "counts": {}}
         result.steps.append(entry)
+        warned = len(ctx.warnings)
         try:
             entry["counts"] = step.run(ctx)
             entry["status"] = "ok"
@@ -157,6 +180,11 @@ def run_pipeline(steps: Sequence[Step], settings: Settings, lock: WriterLock) ->
             result.failed_step = step.name
             result.error = entry["error"]
             log.error("step %s failed: %s", step.name, entry["error"])
+        said = [{"step": step.name, **w} for w in ctx.warnings[warned:]]
+        if said:
+            entry["warnings"] = [w["message"] for w in said]
+            result.warnings += said
+            entry["status"] = "warning" if entry["status"] == "ok" else entry["status"]
         entry["seconds"] = round(time.perf_counter() - step_clock, 3)
         log.info("step %s %s in %.1f s", step.name, entry["status"], entry["seconds"])
         if result.failed_step:
@@ -164,7 +192,7 @@ def run_pipeline(steps: Sequence[Step], settings: Settings, lock: WriterLock) ->
     for step in steps[len(result.steps) :]:
         result.steps.append({"name": step.name, "status": "skipped", "counts": {},
                              "seconds": 0.0})  # fmt: skip
-    result.status = "failed" if result.failed_step else "ok"
+    result.status = "failed" if result.failed_step else "warning" if result.warnings else "ok"
     result.seconds = time.perf_counter() - clock
     if result.failed_step != "start":
         try:
@@ -173,7 +201,7 @@ def run_pipeline(steps: Sequence[Step], settings: Settings, lock: WriterLock) ->
             log.error("the run's record could not be written: %s", _describe(exc))
             result.status, result.failed_step = "failed", result.failed_step or "record"
             result.error = result.error or _describe(exc)
-    if result.status == "failed":
+    if result.status in ("failed", "warning"):
         send_alert(settings, result.as_json())
     return result
 
@@ -186,8 +214,8 @@ HOLD_SECONDS = 120.0
 
 
 def _hold_for_tests(step: str) -> None:
-    if os.environ.get(HOLD_ENV) == step:
-        log.info("step %s holding (%s is set)", step, HOLD_ENV)
+    if os.environ.get(HOLD_ENV) == step:  # a warning: shown whatever the log level
+        log.warning("step %s holding (%s is set)", step, HOLD_ENV)
         time.sleep(HOLD_SECONDS)
 
 

@@ -29,7 +29,7 @@ from convo_analytics.transform._published import (
     load_cube,
     require_marts,
 )
-from convo_analytics.transform._reconcile import Mismatch, reconcile
+from convo_analytics.transform._reconcile import Mismatch, Reconciliation, reconcile
 from convo_analytics.transform._redact import redact, redact_expr
 from convo_analytics.transform._run import TransformConfig, TransformResult, run_transform
 from convo_analytics.transform._slices import DIMENSIONS
@@ -48,6 +48,7 @@ __all__ = [
     "Mismatch",
     "NotTransformed",
     "PublishedRun",
+    "Reconciliation",
     "TransformConfig",
     "TransformResult",
     "breakdown",

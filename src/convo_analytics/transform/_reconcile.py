@@ -5,13 +5,16 @@ The extractor stores what GET /v1/analytics/summary answered in
 metric made from the warehouse. A difference larger than the tolerance
 (relative to the larger of the two, at least one unit) is a mismatch; what a
 mismatch means and how to read one is in docs/warehouse.md ("Reconciliation").
+:class:`Reconciliation` is what a run reports: the days compared in each zone
+and the differences, and in words whether there was nothing to compare (no
+service summary for any day), everything matched, or which days differ.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 import polars as pl
@@ -57,6 +60,80 @@ class Mismatch:
             "warehouse": self.warehouse,
             "service": self.service,
         }
+
+
+#: What a reconciliation found: no service summary day to compare with, every compared
+#: figure within the tolerance, differences, or not asked (``--no-reconcile``).
+Outcome = Literal["nothing to compare", "match", "differences", "off"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    """A transform's comparison with the service's own summary, as a run reports it."""
+
+    #: Days of the service's summary compared, per zone the marts are built in (0: none).
+    days: dict[str, int] = field(default_factory=dict)
+    mismatches: tuple[Mismatch, ...] = ()
+    #: False when the run was told not to reconcile.
+    asked: bool = True
+
+    @property
+    def compared(self) -> int:
+        return sum(self.days.values())
+
+    @property
+    def outcome(self) -> Outcome:
+        if not self.asked:
+            return "off"
+        if not self.compared:
+            return "nothing to compare"
+        return "differences" if self.mismatches else "match"
+
+    def differing_days(self) -> list[tuple[str | None, str, date]]:
+        """The (workspace, zone, day)s with at least one difference, in order."""
+        found = {(m.workspace_id, m.timezone, m.date) for m in self.mismatches}
+        return sorted(found, key=lambda k: (k[0] or "", k[1], k[2]))
+
+    def describe(self) -> str:
+        """One sentence: what was compared and what was found (never "0 mismatches" when
+        nothing was compared)."""
+        if self.outcome == "off":
+            return "reconciliation not run (--no-reconcile)"
+        if self.outcome == "nothing to compare":
+            zones = ", ".join(self.days) or "any zone"
+            return (
+                "reconciliation: nothing to compare, the service's own summary has no day in "
+                f"{zones} (service_summaries is empty there)"
+            )
+        missing = [tz for tz, n in self.days.items() if not n]
+        tail = f"; no service summary in {', '.join(missing)}" if missing else ""
+        days = f"{self.compared:,} day{'s' if self.compared != 1 else ''}"
+        if self.outcome == "match":
+            return f"reconciliation: {days} of the service's own summary match{tail}"
+        differing = self.differing_days()
+        first, last = min(d for _, _, d in differing), max(d for _, _, d in differing)
+        span = f"{first}" if first == last else f"{first} to {last}"
+        n = len(self.mismatches)
+        return (
+            f"reconciliation: {n:,} difference{'s' if n != 1 else ''} from the service's own "
+            f"summary on {len(differing):,} of {days} ({span}){tail}"
+        )
+
+    def as_json(self, *, with_mismatches: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "outcome": self.outcome,
+            "days_compared": self.compared,
+            "zones": dict(self.days),
+            "differences": len(self.mismatches),
+            "days_differing": [
+                {"workspace_id": ws, "timezone": tz, "date": day.isoformat()}
+                for ws, tz, day in self.differing_days()
+            ],
+            "text": self.describe(),
+        }
+        if with_mismatches:
+            out["mismatches"] = [m.as_json() for m in self.mismatches]
+        return out
 
 
 def _basis(metric: str) -> str:

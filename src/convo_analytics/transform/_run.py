@@ -36,7 +36,12 @@ from convo_analytics.transform._partitions import (
 )
 from convo_analytics.transform._published import read_marts_cube
 from convo_analytics.transform._rebuild import RebuildStats, rebuild_changed, stage_all
-from convo_analytics.transform._reconcile import Mismatch, reconcile, service_days
+from convo_analytics.transform._reconcile import (
+    Mismatch,
+    Reconciliation,
+    reconcile,
+    service_days,
+)
 from convo_analytics.transform._versions import DEFINITION_VERSION
 from convo_analytics.warehouse import transaction
 from convo_analytics.warehouse._marts import REBUILT_MARTS, TRANSFORM_RUNS
@@ -79,6 +84,8 @@ class TransformResult:
     mismatches: list[Mismatch] = field(default_factory=list)
     #: Days of the service's own summary compared (0: nothing to compare with; None: not asked).
     reconciled_days: int | None = None
+    #: Those days per zone the marts are built in (a zone without any: 0).
+    reconciled_zones: dict[str, int] = field(default_factory=dict)
     duration_seconds: float = 0.0
     error: str | None = None
 
@@ -97,9 +104,17 @@ class TransformResult:
             "partitions": self.partitions,
             "mismatches": [m.as_json() for m in self.mismatches],
             "reconciled_days": self.reconciled_days,
+            "reconciliation": self.reconciliation.as_json(),
             "duration_seconds": round(self.duration_seconds, 3),
             "error": self.error,
         }
+
+    @property
+    def reconciliation(self) -> Reconciliation:
+        """What the comparison with the service's own summary found, in one object."""
+        return Reconciliation(
+            dict(self.reconciled_zones), tuple(self.mismatches), self.reconciled_days is not None
+        )
 
 
 #: DuckDB settings while a transform runs: the memory above, and rows inserted in any
@@ -154,8 +169,10 @@ def run_transform(con: duckdb.DuckDBPyConnection, config: TransformConfig) -> Tr
         raise
     finally:
         drop_temporaries(con)
-    for m in result.mismatches:
-        log.warning("reconciliation: %s", m.describe())
+    if result.mismatches:
+        log.warning("%s", result.reconciliation.describe())
+    for m in result.mismatches:  # each one in the log (all of them in transform_runs)
+        log.info("reconciliation: %s", m.describe())
     return result
 
 
@@ -216,6 +233,7 @@ def _reconcile(
     result.reconciled_days = 0
     for tz in config.timezones:
         days = service_days(con, tz)
+        result.reconciled_zones[tz] = days
         if not days:
             continue
         result.reconciled_days += days
@@ -228,7 +246,7 @@ def _reconcile(
         )
         result.mismatches += reconcile(con, cube, config.tolerance)
     if not result.reconciled_days:
-        log.info("reconciliation: no service summary to compare with")
+        log.info("%s", result.reconciliation.describe())
 
 
 def _run_row(

@@ -13,13 +13,16 @@ PIPELINE_RUNS = Table(
         Column(
             "status",
             "VARCHAR",
-            doc="running, ok, failed, or interrupted (killed; found by the next run)",
+            doc="running, ok, warning (every step done, but one warned: reconciliation found "
+            "differences from the service's own summary), failed, or interrupted (killed; "
+            "found by the next run)",
         ),
         Column("failed_step", "VARCHAR", doc="the step that failed, if one did"),
         Column(
             "steps",
             "JSON",
-            doc="per step: name, status (ok, failed, skipped), seconds, counts, error",
+            doc="per step: name, status (ok, warning, failed, skipped), seconds, counts, "
+            "error, warnings (what the step warned of)",
         ),
         Column("duration_seconds", "DOUBLE"),
         Column("error", "VARCHAR", doc="why it failed (no secrets)"),
