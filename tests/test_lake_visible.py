@@ -75,14 +75,14 @@ def env_of(folder: Path, db: Path, config: LakeConfig, **extra: str) -> dict[str
     }
 
 
-def killed_publish(folder: Path, env: dict[str, str], commits: int) -> list[str] | None:
+def killed_publish(folder: Path, env: dict[str, str], commits: int, *args: str) -> list[str] | None:
     """`convo publish --lake` killed (SIGKILL) once ``commits`` commits landed: the tables
     they went to (None: the publish made fewer and completed)."""
     marker = folder / "paused"
     marker.unlink(missing_ok=True)
     proc = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(_PAUSED), str(marker), str(commits),
-         "publish", "--lake"],
+         "publish", "--lake", *args],
         cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
@@ -284,3 +284,31 @@ def test_a_first_publish_killed_part_way_shows_nothing_of_it(
     assert_lake_equals(config, warehouse.path, ["ws_a"])
     body, stderr = export_summary(tmp_path, env, _days(warehouse.path))
     assert "warning" not in stderr and body["totals"]["conversations"] > 0
+
+
+def test_another_workers_publish_shows_while_a_killed_one_does_not(tmp_path: Path) -> None:
+    """Workers publishing one workspace each into the same tables: ws_a's publish killed
+    after its first tables, then ws_b's completes on top of it. Readers show ws_a as its
+    last complete publish left it and ws_b's new rows (each workspace at its own pin)."""
+    warehouse = Warehouse(tmp_path / "w.duckdb", WORKSPACES, seed=13)
+    warehouse.grow()
+    config = lake_config(tmp_path / "lake")
+    with duckdb.connect(str(warehouse.path), read_only=True) as con:
+        for ws in WORKSPACES:  # one worker each: each workspace pinned to its own snapshots
+            publish_lake(con, config, [ws])
+    before_a = lake_rows(config, ["ws_a"])
+    warehouse.grow()
+    env = env_of(tmp_path, warehouse.path, config)
+    landed = killed_publish(tmp_path, env, 3, "--workspace", "ws_a")
+    assert landed == ["lake_partitions", "conversations", "messages"]
+    with duckdb.connect(str(warehouse.path), read_only=True) as con:
+        done = publish_lake(con, config, ["ws_b"])
+    assert {"conversations", "messages"} <= {t.table for t in done.tables if t.attempts}
+    assert lake_rows(config, ["ws_a"]) == before_a  # (each reads the whole lake at once)
+    assert_lake_equals(config, warehouse.path, ["ws_b"])
+    said = lake_snapshot(config, tmp_path / "copies")
+    assert said is not None and said.unfinished is not None
+    assert said.unfinished.startswith("a publish of ws_a is in progress"), said.unfinished
+    assert "ws_b" not in said.unfinished
+    assert killed_publish(tmp_path, env, NEVER, "--workspace", "ws_a") is None
+    assert_lake_equals(config, warehouse.path, WORKSPACES)
