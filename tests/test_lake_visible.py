@@ -40,9 +40,12 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKSPACES = ["ws_a", "ws_b"]
 #: More than any publish here makes (a pending record, 25 tables, the record): it completes.
 NEVER = 99
+#: Paused before its last commit (the record, after every table): each table is new.
+BEFORE_RECORD = -1
 
 #: `convo publish --lake` as a user runs it, paused before commit number N+1 (after N have
-#: landed) until the test kills it: each commit goes through the publish's commit_overwrite.
+#: landed; N < 0: before the record that follows the tables) until the test kills it: each
+#: commit goes through the publish's commit_overwrite.
 _PAUSED = """
 import runpy, sys, time
 from pathlib import Path
@@ -50,7 +53,8 @@ import convo_analytics.lake._publish as publish
 marker, after = Path(sys.argv[1]), int(sys.argv[2])
 real, landed = publish.commit_overwrite, []
 def counted(catalog, config, name, *args, **kwargs):
-    if len(landed) == after:
+    last = after < 0 and name == "lake_partitions" and set(landed) - {name}
+    if len(landed) == after or last:
         marker.write_text(",".join(landed))
         time.sleep(600)
     table = real(catalog, config, name, *args, **kwargs)
@@ -187,6 +191,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
 @example(commits=0)  # before anything landed
 @example(commits=1)  # the record saying which partitions are pending, and no table yet
 @example(commits=3)  # conversations and messages of the new publish, nothing else
+@example(commits=BEFORE_RECORD)  # every table new, the record (the last commit) not
 @example(commits=NEVER)  # it completes
 def test_a_killed_publish_leaves_readers_on_the_last_complete_one(
     lake: Lake, commits: int, tmp_path_factory: pytest.TempPathFactory
@@ -195,12 +200,14 @@ def test_a_killed_publish_leaves_readers_on_the_last_complete_one(
     landed = lake.publish_killed_after(commits)
     complete = landed is None
     if not complete:
-        assert landed is not None and len(landed) == commits
+        assert landed is not None
+        assert len(landed) == commits or commits == BEFORE_RECORD
         tables = {name for name in landed if name != "lake_partitions"}
         if tables:  # the tables it reached hold the new rows: a reader of them alone mixes
             raw = current_lake_rows(lake.config, WORKSPACES)
             assert all(raw[name] == lake.after[name] for name in tables)
-            assert any(raw[name] != lake.after[name] for name in raw), "nothing was left"
+            assert any(raw[name] != lake.before[name] for name in tables)
+            assert commits != BEFORE_RECORD or raw == lake.after
     expected = lake.after if complete else lake.before
     assert lake_rows(lake.config, WORKSPACES) == expected, "read_lake mixed two publishes"
     copy = lake_snapshot(lake.config, tmp_path_factory.mktemp("copies"))
