@@ -12,6 +12,7 @@ import random
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import orjson
@@ -148,9 +149,43 @@ def lake_rows(config: LakeConfig, workspaces: Sequence[str]) -> dict[str, list[t
         con.close()
 
 
-def assert_lake_equals(config: LakeConfig, warehouse: Path, workspaces: Sequence[str]) -> None:
-    """Every lake table holds exactly the warehouse's rows of the workspaces."""
-    ours, theirs = lake_rows(config, workspaces), warehouse_rows(warehouse, workspaces)
+def current_lake_rows(config: LakeConfig, workspaces: Sequence[str]) -> dict[str, list[tuple]]:
+    """Like :func:`lake_rows`, but every table read at its current snapshot: what an engine
+    that does not pin reads."""
+    from convo_analytics.lake._publish import plain_schema
+    from convo_analytics.lake._read import _load
+    from convo_analytics.warehouse import ensure_schema
+
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        ensure_schema(con)
+        catalog = config.open_catalog()
+        held = {name for _, name in catalog.list_tables(config.namespace)}
+        for spec in (t for t in LAKE_TABLES if t.name in held):
+            data = catalog.load_table((config.namespace, spec.name)).scan().to_arrow()
+            _load(con, spec, data.cast(plain_schema(data.schema)))
+        return {t.name: table_rows(con, t.name, workspaces) for t in LAKE_TABLES}
+    finally:
+        con.close()
+
+
+def current_rows(config: LakeConfig, table: str, workspaces: Sequence[str]) -> list[dict]:
+    """The table's rows of the workspaces in its current Iceberg snapshot, as an engine that
+    does not pin sees them (readers of ours read the pinned snapshots instead)."""
+    from pyiceberg.expressions import In
+
+    loaded = config.open_catalog().load_table((config.namespace, table))
+    scan = loaded.scan(row_filter=In(term="workspace_id", literals=list(workspaces)))
+    return scan.to_arrow().to_pylist()
+
+
+def assert_lake_equals(
+    config: LakeConfig, warehouse: Path, workspaces: Sequence[str], read: Any = lake_rows
+) -> None:
+    """Every lake table holds exactly the warehouse's rows of the workspaces, as readers see
+    it (``read``: or as :func:`current_lake_rows` does)."""
+    ours, theirs = read(config, workspaces), warehouse_rows(warehouse, workspaces)
     for name, expected in theirs.items():
         assert ours[name] == expected, (
             f"{name}: lake {len(ours[name])} rows, warehouse {len(expected)}"

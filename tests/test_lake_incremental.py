@@ -20,7 +20,7 @@ import duckdb
 import orjson
 
 from convo_analytics.lake import LAKE_TABLES, LakeConfig, lake_state, publish_lake
-from lake_support import Warehouse, assert_lake_equals, lake_config, lake_rows
+from lake_support import Warehouse, assert_lake_equals, current_rows, lake_config, lake_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = "lake_partitions"
@@ -160,8 +160,10 @@ def test_a_killed_publish_is_completed_even_when_the_warehouse_went_back(
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-    seen = lake_rows(config, ["ws_a"])["conversations"]
-    assert any("changed_by_test" in row for row in seen), "the change landed before the kill"
+    landed = current_rows(config, "conversations", ["ws_a"])
+    assert any(r["intent"] == "changed_by_test" for r in landed), "the change landed"
+    seen = lake_rows(config, ["ws_a"])["conversations"]  # readers: the last complete publish
+    assert not any("changed_by_test" in row for row in seen), "a reader saw half a publish"
     _sql(warehouse.path, "UPDATE conversations SET intent = ? WHERE id = ?", [intent, cid])
     result = _by_table(_publish(warehouse.path, config))
     assert result["conversations"].partitions == 1
@@ -188,13 +190,18 @@ def test_full_replaces_every_partition_and_old_snapshots_expire(tmp_path: Path) 
     kept = lake_config(tmp_path / "lake")
     expiring = replace(kept, keep_snapshots_hours=0)
     for round_ in range(3):
+        if round_ == 2:
+            pinned = _snapshots(kept)  # what readers read until the third publish completes
         result = _publish(warehouse.path, expiring if round_ == 2 else kept, full=True)
         assert all(t.attempts == 1 for t in result.tables if t.rows), round_
     catalog = kept.open_catalog()
     for spec in LAKE_TABLES:
         table = catalog.load_table(("convo", spec.name))
-        # every table was committed three times; the last commit expired the two before it
-        assert len(table.metadata.snapshots) <= 1, spec.name
+        # every table was committed three times; the last commit expired the snapshots
+        # before it but the one readers were pinned to while it ran
+        held = {s.snapshot_id for s in table.metadata.snapshots}
+        now = table.current_snapshot()
+        assert held <= {pinned[spec.name], now.snapshot_id if now else None}, spec.name
     assert len(catalog.load_table(("convo", PARTITIONS)).metadata.snapshots) == 1
     assert_lake_equals(kept, warehouse.path, ["ws_a"])
 

@@ -6,13 +6,15 @@ which is which (decision D-EXPORT-WORKSPACE). Exports read names and ids
 only, so they run without the service's credentials.
 
 With ``read.source = "lake"`` they read the lake instead of the warehouse:
-the same local copy of the lake's current tables the dashboard and
-`convo serve` read (``publish.lake_snapshot``, decision D-LAKE-READERS), so
-the warehouse file is not needed. The lake's ``workspaces`` table names the
-workspaces as the warehouses that published them did; for a lake published
-before it held that table, names come from the config
-(:func:`source_workspaces`), and an export that would have to name a
-workspace neither can is refused rather than written with ids for names.
+the same local copy of the lake the dashboard and `convo serve` read
+(``publish.lake_snapshot``, decision D-LAKE-READERS), so the warehouse file is
+not needed. It holds each workspace as its last complete publish left it; a
+publish in progress or stopped part-way is a warning line (D-LAKE-VISIBLE).
+The lake's ``workspaces`` table names the workspaces as the warehouses that
+published them did; for a lake published before it held that table, names
+come from the config (:func:`source_workspaces`), and an export that would
+have to name a workspace neither can is refused rather than written with ids
+for names.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ class _NoFallbackNotice(logging.Filter):
 
 def open_source(settings: Settings, db: Path | None) -> duckdb.DuckDBPyConnection:
     """What the exports read, read-only: the warehouse, or with ``read.source = "lake"`` the
-    current local copy of the lake (made when the lake changed, as the dashboard's is).
+    current local copy of the lake (made when the lake changed, as the dashboard's is;
+    an unfinished publish it leaves out is said on stderr).
 
     The lake must be readable now: an older copy kept because the lake could not be
     reached (the dashboard shows one, with a warning) would hand out old figures as
@@ -109,6 +112,7 @@ def open_source(settings: Settings, db: Path | None) -> duckdb.DuckDBPyConnectio
         )
     if snap.passed_over:
         raise _lake_unreadable(snap.passed_over)
+    warn(snap.unfinished)  # figures of the last complete publishes, and which are not
     return snap.connect()
 
 

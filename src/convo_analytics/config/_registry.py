@@ -750,7 +750,7 @@ SETTINGS: tuple[Setting, ...] = (
         help=(
             "A publish's commit to a lake table expires the table's snapshots older than "
             "this many hours (time travel reaches back this far; the files stay for "
-            "orphan-file maintenance)."
+            "orphan-file maintenance), but not those its readers are pinned to."
         ),
         minimum=0,
     ),
@@ -760,8 +760,8 @@ SETTINGS: tuple[Setting, ...] = (
         "snapshot",
         help=(
             "What the dashboard, `convo serve` and the exports read: snapshot (the "
-            "published copy; the exports, the warehouse) or lake (the lake's current "
-            "tables, copied locally)."
+            "published copy; the exports, the warehouse) or lake (the lake as its "
+            "complete publishes left it, copied locally)."
         ),
         pattern=r"snapshot|lake",
         pattern_help="snapshot or lake",

@@ -2,8 +2,10 @@
 
 A worker publishes the typed tables and marts of the workspaces it owns with
 :func:`publish_lake`, partitioned by workspace and day, one commit per table,
-retried when another worker committed first; readers get the lake as a DuckDB
-file shaped like the warehouse (:func:`materialise_lake`, :func:`read_lake`).
+retried when another worker committed first, the lake's record of it last;
+readers get the lake as a DuckDB file shaped like the warehouse
+(:func:`materialise_lake`, :func:`read_lake`), each workspace's rows as its
+last complete publish left them.
 See docs/warehouse.md ("The lake") and docs/decisions.md (D-LAKE-*).
 """
 
@@ -15,7 +17,7 @@ from convo_analytics.lake._publish import (
     publish_lake,
     resolve_workspaces,
 )
-from convo_analytics.lake._read import lake_state, materialise_lake, read_lake
+from convo_analytics.lake._read import copy_notice, lake_state, materialise_lake, read_lake
 from convo_analytics.lake._tables import LAKE_TABLES, LakeTable, lake_table
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "LakeTable",
     "LakeUnavailable",
     "TablePublish",
+    "copy_notice",
     "lake_state",
     "lake_table",
     "materialise_lake",

@@ -5,19 +5,13 @@ what the lake holds, so its Iceberg writes and commits follow what the
 extract, the webhook ingest and the transform changed, not the size of the
 history (decision D-LAKE-INCREMENTAL). What the lake holds is known from the
 lake itself, not from the worker: its bookkeeping table ``lake_partitions``
-records, for each table, workspace and day, a fingerprint of the rows
-published (their count and the sum of DuckDB's hash of each whole row), and
-the data table's Iceberg uuid. Any worker with the workspace's warehouse can
+(:mod:`convo_analytics.lake._records`) records, for each table, workspace and
+day, a fingerprint of the rows published (their count and the sum of DuckDB's
+hash of each whole row). Any worker with the workspace's warehouse can
 therefore publish incrementally; a stateless worker (a fresh Kubernetes pod)
-included.
-
-The fingerprints of the partitions a publish is about to replace are first
-recorded as pending (no fingerprint), then the data tables are committed, then
-the new fingerprints: a worker killed in between leaves pending partitions,
-which the next publish replaces whatever the warehouse holds then. A
-(table, workspace) the lake has no record of (a first publish, a lake from an
-earlier release, a table dropped and made again: another uuid) is replaced
-whole.
+included. A (table, workspace) the lake has no record of (a first publish, a
+lake from an earlier release, a table dropped and made again: another uuid) is
+replaced whole.
 """
 
 from __future__ import annotations
@@ -25,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -34,37 +28,26 @@ from convo_analytics.lake._tables import LakeTable
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyiceberg.catalog import Catalog
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table as IcebergTable
 
 __all__ = [
-    "PARTITIONS_TABLE",
     "Day",
-    "LakeRecords",
-    "Record",
+    "Fingerprint",
     "TableChanges",
     "changes_of",
     "files_to_replace",
     "fingerprints",
     "overwrite_filter",
     "read_changed",
-    "record_rows",
-    "records_filter",
 ]
 
 _EPOCH = date(1970, 1, 1)
-#: The lake's bookkeeping table: one row per (workspace, table, day) published.
-PARTITIONS_TABLE = "lake_partitions"
 #: A partition's day (None: the rows without a day, or a table not cut by days).
 Day = date | None
 #: A (workspace, day) partition's fingerprint; None while a publish of it is pending.
 Fingerprint = str | None
-#: A ``lake_partitions`` row: (workspace_id, table_name, scope, day, fingerprint, table_uuid).
-#: scope 'table': the workspace's rows of the table were published against the table of
-#: that uuid (even when it has none); scope 'day': one partition and its fingerprint.
-Record = tuple[str, str, str, Day, Fingerprint, str | None]
 
 
 @dataclass(slots=True)
@@ -80,6 +63,8 @@ class TableChanges:
     days: dict[str, set[Day]] = field(default_factory=dict)
     #: The lake table's uuid when compared (None: the lake had no such table).
     table_uuid: str | None = None
+    #: The lake table's current snapshot when compared (None: no table, or no snapshot).
+    snapshot_id: int | None = None
 
     @property
     def partitions(self) -> int:
@@ -134,6 +119,7 @@ def changes_of(
     recorded_uuid: Mapping[str, str | None],
     table_uuid: str | None,
     ids: Sequence[str],
+    snapshot_id: int | None = None,
 ) -> TableChanges:
     """Compare the warehouse's partitions with the lake's record of one table.
 
@@ -141,7 +127,7 @@ def changes_of(
     workspaces, ``recorded_uuid`` the table uuid each workspace's rows were last
     published against, ``table_uuid`` the lake table's now (None: no such table).
     """
-    changes = TableChanges(spec, current, table_uuid=table_uuid)
+    changes = TableChanges(spec, current, table_uuid=table_uuid, snapshot_id=snapshot_id)
     recorded_days: dict[str, dict[Day, Fingerprint]] = defaultdict(dict)
     for (ws, day), fp in recorded.items():
         recorded_days[ws][day] = fp
@@ -246,36 +232,6 @@ def overwrite_filter(changes: TableChanges, column_type: str) -> BooleanExpressi
     return _any_of(parts)
 
 
-def record_rows(rows: Iterable[Record]) -> pa.Table:
-    """``lake_partitions`` rows (see :data:`Record`), stamped with the time of writing."""
-    import pyarrow as pa
-
-    listed = list(rows)
-    now = datetime.now(UTC)
-    columns = zip(*listed, strict=True) if listed else ([], [], [], [], [], [])
-    ws, table, scope, day, fp, uuid = (list(c) for c in columns)
-    return pa.table(
-        {
-            "workspace_id": pa.array(ws, pa.string()),
-            "table_name": pa.array(table, pa.string()),
-            "scope": pa.array(scope, pa.string()),
-            "day": pa.array(day, pa.date32()),
-            "fingerprint": pa.array(fp, pa.string()),
-            "table_uuid": pa.array(uuid, pa.string()),
-            "published_at": pa.array([now] * len(listed), pa.timestamp("us", tz="UTC")),
-        }
-    )
-
-
-def records_filter(ids: Sequence[str], names: Sequence[str]) -> BooleanExpression:
-    """The ``lake_partitions`` rows of the workspaces ``ids`` and the tables ``names``."""
-    from pyiceberg.expressions import And, In
-
-    return And(
-        In(term="workspace_id", literals=list(ids)), In(term="table_name", literals=list(names))
-    )
-
-
 def _runs(days: Iterable[date]) -> list[tuple[date, date]]:
     """Consecutive days folded into (first, last) runs."""
     runs: list[tuple[date, date]] = []
@@ -317,85 +273,3 @@ def _any_of(parts: list[BooleanExpression]) -> BooleanExpression:
         return parts[0]
     middle = len(parts) // 2
     return Or(_any_of(parts[:middle]), _any_of(parts[middle:]))
-
-
-class LakeRecords:
-    """The lake's record (``lake_partitions``) of some workspaces' rows of some tables."""
-
-    def __init__(self) -> None:
-        #: table -> workspace -> the table uuid its rows were last published against
-        self.uuids: dict[str, dict[str, str | None]] = defaultdict(dict)
-        #: table -> (workspace, day) -> fingerprint (None: pending)
-        self.days: dict[str, dict[tuple[str, Day], Fingerprint]] = defaultdict(dict)
-
-    @classmethod
-    def read(
-        cls, catalog: Catalog, namespace: str, ids: Sequence[str], names: Sequence[str]
-    ) -> LakeRecords:
-        """The records of the workspaces ``ids`` and the tables ``names`` (none when the
-        lake has no ``lake_partitions`` yet)."""
-        from pyiceberg.exceptions import NoSuchTableError
-
-        records = cls()
-        if not ids or not names:
-            return records
-        try:
-            table = catalog.load_table((namespace, PARTITIONS_TABLE))
-        except NoSuchTableError:
-            return records
-        scanned = table.scan(row_filter=records_filter(ids, names)).to_arrow().to_pylist()
-        for row in scanned:
-            name, ws = row["table_name"], row["workspace_id"]
-            if row["scope"] == "table":
-                records.uuids[name][ws] = row["table_uuid"]
-            else:
-                records.days[name][(ws, row["day"])] = row["fingerprint"]
-        return records
-
-    def forget(self, name: str) -> None:
-        """Drop the records of one table: its workspaces are replaced whole."""
-        self.uuids.pop(name, None)
-        self.days.pop(name, None)
-
-    def overwritten(self, plans: Sequence[TableChanges]) -> bool:
-        """Whether the plans replace a day the record holds a fingerprint of (a changed or
-        gone day). Only then must the record say pending first: a new day, or a workspace
-        replaced whole, is found again from the record as it is if the publish dies."""
-        return any(
-            self.days[plan.spec.name].get((ws, day)) is not None
-            for plan in plans
-            for ws, days in plan.days.items()
-            for day in days
-        )
-
-    def pending(self, plans: Sequence[TableChanges]) -> list[Record]:
-        """The records as they are, with the days about to be replaced marked pending."""
-        rows: list[Record] = []
-        for plan in plans:
-            name = plan.spec.name
-            for ws, uuid in self.uuids.get(name, {}).items():
-                rows.append((ws, name, "table", None, None, uuid))
-            for (ws, day), fp in self.days.get(name, {}).items():
-                replaced = ws in plan.whole or day in plan.days.get(ws, ())
-                rows.append((ws, name, "day", day, None if replaced else fp, None))
-        return rows
-
-    def complete(self, ids: Sequence[str], names: Sequence[str],
-                 uuids: Mapping[str, str | None]) -> bool:  # fmt: skip
-        """Whether every workspace's rows of every table are recorded against the table's
-        uuid now (so a publish with nothing to replace need not write the records)."""
-        return all(self.uuids.get(name, {}).get(ws, "?") == uuids[name]
-                   for name in names for ws in ids)  # fmt: skip
-
-    @staticmethod
-    def final(
-        plans: Sequence[TableChanges], ids: Sequence[str], uuids: Mapping[str, str | None]
-    ) -> list[Record]:
-        """The records after a publish: every table's current partitions, and each
-        workspace's rows recorded against the table's uuid."""
-        rows: list[Record] = []
-        for plan in plans:
-            name = plan.spec.name
-            rows.extend((ws, name, "table", None, None, uuids[name]) for ws in ids)
-            rows.extend((ws, name, "day", day, fp, None) for (ws, day), fp in plan.current.items())
-        return rows

@@ -16,8 +16,10 @@ orphans for Iceberg's orphan-file maintenance).
 The same commit expires the table's snapshots older than
 ``lake.keep_snapshots_hours`` (decision D-LAKE-EXPIRY): a table committed by
 thousands of workers a night would otherwise carry every snapshot in the
-metadata file each commit rewrites. Only metadata is removed: a reader on an
-older snapshot keeps its files, which orphan-file maintenance reclaims later.
+metadata file each commit rewrites; never the snapshots readers are pinned to
+for the publishing workspaces (D-LAKE-VISIBLE). Only metadata is removed: a
+reader on an older snapshot keeps its files, which orphan-file maintenance
+reclaims later.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import logging
 import random
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table as IcebergTable
     from pyiceberg.table import Transaction
 
-__all__ = ["FilesOf", "LakeCommitFailed", "commit_overwrite", "ensure_table", "table_uuid"]
+__all__ = ["FilesOf", "LakeCommitFailed", "commit_overwrite", "ensure_table", "table_head"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,7 @@ def commit_overwrite(
     *,
     day_column: str | None,
     properties: dict[str, str],
+    keep: Collection[int] = (),
 ) -> tuple[IcebergTable, int]:
     """Remove what ``replaced`` names and add ``data``, in one commit of the table ``name``
     (made, partitioned by workspace and ``day_column``, when the lake lacks it); the table
@@ -85,6 +88,7 @@ def commit_overwrite(
     where pyiceberg evaluates a filter against every file's metrics (a filter of hundreds
     of day ranges over thousands of files took seconds a commit). Where the function
     cannot tell (a file under another partition spec), it gives the row filter instead.
+    ``keep``: snapshots the commit's expiry must leave (readers are pinned to them).
     """
     from pyiceberg.exceptions import CommitFailedException, ValidationException
     from sqlalchemy.exc import OperationalError
@@ -102,7 +106,7 @@ def commit_overwrite(
                 if missing:  # a table made by an earlier release
                     txn.set_properties(missing)
                 _replace(txn, table, data, replaced, properties)
-                _expire(txn, config.keep_snapshots_hours)
+                _expire(txn, config.keep_snapshots_hours, keep)
             return table, attempt
         except (CommitFailedException, ValidationException, OperationalError) as exc:
             if attempt == MAX_ATTEMPTS:
@@ -141,25 +145,29 @@ def _replace(
         txn.append(data, snapshot_properties=properties)
 
 
-def table_uuid(catalog: Catalog, config: LakeConfig, name: str) -> str | None:
-    """The lake table's uuid (a table dropped and made again has another), or None."""
+def table_head(catalog: Catalog, config: LakeConfig, name: str) -> tuple[str | None, int | None]:
+    """The lake table's uuid (a table dropped and made again has another) and its current
+    snapshot; (None, None) when the lake has no such table."""
     from pyiceberg.exceptions import NoSuchTableError
 
     try:
-        return str(catalog.load_table((config.namespace, name)).metadata.table_uuid)
+        table = catalog.load_table((config.namespace, name))
     except NoSuchTableError:
-        return None
+        return None, None
+    snapshot = table.current_snapshot()
+    return str(table.metadata.table_uuid), snapshot.snapshot_id if snapshot else None
 
 
-def _expire(txn: Transaction, keep_hours: int) -> None:
-    """Stage the removal of snapshots older than ``keep_hours`` (never a branch's head)."""
+def _expire(txn: Transaction, keep_hours: int, keep: Collection[int]) -> None:
+    """Stage the removal of snapshots older than ``keep_hours`` (never a branch's head, nor
+    a snapshot in ``keep``)."""
     from pyiceberg.table.update.snapshot import ExpireSnapshots
 
     metadata = txn.table_metadata
     cutoff = (datetime.now(UTC) - timedelta(hours=keep_hours)).timestamp() * 1000
-    heads = {ref.snapshot_id for ref in metadata.refs.values()}
+    kept = {ref.snapshot_id for ref in metadata.refs.values()} | set(keep)
     old = [s.snapshot_id for s in metadata.snapshots
-           if s.timestamp_ms < cutoff and s.snapshot_id not in heads]  # fmt: skip
+           if s.timestamp_ms < cutoff and s.snapshot_id not in kept]  # fmt: skip
     if old:
         ExpireSnapshots(txn).by_ids(old).commit()
 

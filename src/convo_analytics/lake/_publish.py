@@ -6,15 +6,21 @@ DuckDB and compared with the lake's record of what it holds
 (:mod:`convo_analytics.lake._changes`); only the partitions that differ are
 read as Arrow and written, in one transaction per table that deletes exactly
 those partitions and adds their new files (:mod:`convo_analytics.lake._commit`).
-The other partitions, and the other workspaces', are untouched, and a reader
-sees either a partition's previous rows or its new ones, never both nor
-neither. A table with nothing changed is not committed at all.
+The other partitions, and the other workspaces', are untouched. A table with
+nothing changed is not committed at all.
+
+The publish becomes visible with its last commit: the lake's record
+(:mod:`convo_analytics.lake._records`), which pins each workspace's rows of
+each table to the snapshot this publish left, and which readers follow
+(:mod:`convo_analytics.lake._visible`). Until then readers see the
+workspace's previous complete publish, whatever tables were committed.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,24 +29,22 @@ import duckdb
 
 from convo_analytics.errors import UserError
 from convo_analytics.lake._changes import (
-    PARTITIONS_TABLE,
-    LakeRecords,
-    Record,
     TableChanges,
     changes_of,
     files_to_replace,
     fingerprints,
     read_changed,
-    record_rows,
 )
 from convo_analytics.lake._commit import (
     LakeCommitFailed,
     commit_overwrite,
     ensure_table,
-    table_uuid,
+    table_head,
 )
 from convo_analytics.lake._config import LakeConfig
+from convo_analytics.lake._records import PARTITIONS_TABLE, LakeRecords, Record, record_rows
 from convo_analytics.lake._tables import LAKE_TABLES, LakeTable
+from convo_analytics.lake._visible import PUBLISH_PROPERTY, WORKSPACES_PROPERTY
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -79,6 +83,8 @@ class LakePublishResult:
     namespace: str
     tables: tuple[TablePublish, ...] = field(default=())
     seconds: float = 0.0
+    #: The publish's id, in its snapshots' summaries and the lake's record of it.
+    publish_id: str = ""
 
     @property
     def rows(self) -> int:
@@ -86,6 +92,7 @@ class LakePublishResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "publish_id": self.publish_id,
             "workspaces": list(self.workspaces),
             "namespace": self.namespace,
             "rows": self.rows,
@@ -112,6 +119,7 @@ def publish_lake(
     LakeCommitFailed when a commit keeps losing.
     """
     started = time.perf_counter()
+    publish_id = uuid.uuid4().hex
     ids = resolve_workspaces(con, workspaces)
     catalog = config.open_catalog()
     present = _tables_present(con)
@@ -123,25 +131,30 @@ def publish_lake(
     recorded = LakeRecords.read(catalog, config.namespace, ids, names)
     plans: list[TableChanges] = []
     for spec in specs:
-        if full:
-            recorded.forget(spec.name)
         current = fingerprints(con, spec, ids)
-        plans.append(changes_of(spec, current, recorded.days[spec.name],
-                                recorded.uuids[spec.name],
-                                table_uuid(catalog, config, spec.name), ids))  # fmt: skip
-    if recorded.overwritten(plans):  # the days replaced are pending until they land
-        _commit_records(catalog, config, ids, names, recorded.pending(plans))
+        uuid_now, snapshot_now = table_head(catalog, config, spec.name)
+        days = {} if full else recorded.days[spec.name]
+        uuids = {} if full else recorded.uuids(spec.name)
+        plans.append(changes_of(spec, current, days, uuids, uuid_now, ids, snapshot_now))
+    properties = {PUBLISH_PROPERTY: publish_id, WORKSPACES_PROPERTY: ",".join(ids)}
+    if recorded.needs_pending(plans):  # the partitions replaced are pending until recorded
+        _commit_records(catalog, config, ids, names, recorded.pending(plans), properties)
     done: list[TablePublish] = []
-    uuids: dict[str, str | None] = {}
+    heads: dict[str, tuple[str | None, int | None]] = {}
     for plan in plans:
-        report, uuids[plan.spec.name] = _publish_table(con, catalog, config, plan, ids)
+        report, heads[plan.spec.name] = _publish_table(
+            con, catalog, config, plan, properties, recorded.pins(plan.spec.name)
+        )
         done.append(report)
         if on_table is not None:
             on_table(report)
-    if any(not plan.empty for plan in plans) or not recorded.complete(ids, names, uuids):
-        _commit_records(catalog, config, ids, names, LakeRecords.final(plans, ids, uuids))
+    uuids_now = {name: head[0] for name, head in heads.items()}
+    if any(not plan.empty for plan in plans) or not recorded.complete(ids, names, uuids_now):
+        # the last commit: readers see this publish from here on
+        final = LakeRecords.final(plans, ids, heads, publish_id)
+        _commit_records(catalog, config, ids, names, final, properties)
     return LakePublishResult(tuple(ids), config.namespace, tuple(done),
-                             time.perf_counter() - started)  # fmt: skip
+                             time.perf_counter() - started, publish_id)  # fmt: skip
 
 
 def resolve_workspaces(con: duckdb.DuckDBPyConnection, wanted: Sequence[str] | None) -> list[str]:
@@ -194,33 +207,44 @@ def _publish_table(
     catalog: Catalog,
     config: LakeConfig,
     plan: TableChanges,
-    ids: Sequence[str],
-) -> tuple[TablePublish, str | None]:
+    properties: dict[str, str],
+    pins: set[int],
+) -> tuple[TablePublish, tuple[str | None, int | None]]:
     """Replace the plan's partitions of one table in one commit (none when nothing
-    changed); the report and the table's uuid afterwards."""
+    changed); the report, and the table's uuid and snapshot afterwards. ``pins``: the
+    snapshots readers read the workspaces at until this publish completes (never expired
+    by this commit)."""
     started = time.perf_counter()
     name = plan.spec.name
     if plan.empty and plan.table_uuid is not None:  # nothing to write, the table is there
-        return TablePublish(name, 0, 0, 0, None, 0, 0.0), plan.table_uuid
+        return TablePublish(name, 0, 0, 0, None, 0, 0.0), (plan.table_uuid, plan.snapshot_id)
     arrow = read_changed(con, plan)
     data = arrow.cast(plain_schema(arrow.schema))
     if plan.empty:  # the table is made all the same: every engine finds every lake table
         made = ensure_table(catalog, (config.namespace, name), plan.spec.day_column, data.schema)
-        return TablePublish(name, 0, 0, 0, None, 0, 0.0), str(made.metadata.table_uuid)
+        head = made.current_snapshot()
+        made_head = (str(made.metadata.table_uuid), head.snapshot_id if head else None)
+        return TablePublish(name, 0, 0, 0, None, 0, 0.0), made_head
     replaced = files_to_replace(plan, _column_type(plan.spec, data))
     table, attempts = commit_overwrite(
         catalog, config, name, data, replaced,
         day_column=plan.spec.day_column,
-        properties={"convo.workspaces": ",".join(ids), "convo.partitions": str(plan.partitions)},
+        properties=properties | {
+            # the workspaces whose partitions this commit replaces: readers read the others
+            # from the table as it is now (lake._visible)
+            WORKSPACES_PROPERTY: ",".join(sorted({*plan.whole, *plan.days})),
+            "convo.partitions": str(plan.partitions),
+        },
+        keep=pins,
     )  # fmt: skip
     snapshot = table.current_snapshot()
     files = 0
     if snapshot is not None and snapshot.summary is not None:
         files = int(snapshot.summary.get("added-data-files", "0") or 0)
-    report = TablePublish(name, data.num_rows, plan.partitions, files,
-                          snapshot.snapshot_id if snapshot else None, attempts,
+    snapshot_id = snapshot.snapshot_id if snapshot else None
+    report = TablePublish(name, data.num_rows, plan.partitions, files, snapshot_id, attempts,
                           time.perf_counter() - started)  # fmt: skip
-    return report, str(table.metadata.table_uuid)
+    return report, (str(table.metadata.table_uuid), snapshot_id)
 
 
 def _commit_records(
@@ -229,6 +253,7 @@ def _commit_records(
     ids: Sequence[str],
     names: Sequence[str],
     rows: list[Record],
+    properties: dict[str, str],
 ) -> None:
     """Replace the lake's records of the workspaces' rows of the tables ``names``."""
     from pyiceberg.expressions import And, In
@@ -237,7 +262,7 @@ def _commit_records(
         In(term="workspace_id", literals=list(ids)), In(term="table_name", literals=list(names))
     )
     commit_overwrite(catalog, config, PARTITIONS_TABLE, record_rows(rows), row_filter,
-                     day_column=None, properties={"convo.workspaces": ",".join(ids)})  # fmt: skip
+                     day_column=None, properties=properties)  # fmt: skip
 
 
 def _column_type(spec: LakeTable, data: pa.Table) -> str:

@@ -1,5 +1,6 @@
-"""Reading the lake back: its tables' current snapshots scanned into a DuckDB file that
-every reader opens like a published snapshot.
+"""Reading the lake back: each workspace's rows as its last complete publish left them
+(:mod:`convo_analytics.lake._visible`), scanned into a DuckDB file that every reader
+opens like a published snapshot.
 
 The file is a warehouse in shape (every table created, the lake's filled, the
 rest empty), so the dashboard, ``convo serve`` and the exports read it with
@@ -7,6 +8,9 @@ their usual code. Two lake tables are folded back into the warehouse's form:
 ``mart_slices`` (one row per slice, whichever workspaces carry it) and
 ``transform_runs`` (one row describing the lake's marts: the zones every
 published workspace has, the threshold of the newest publish).
+
+Beside a copy, ``<copy>.json`` says which publishes were unfinished when it was made
+(:func:`copy_notice`): readers say so.
 """
 
 from __future__ import annotations
@@ -19,17 +23,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
+import orjson
 
 from convo_analytics.lake._config import CATALOG_NAME, LakeConfig
 from convo_analytics.lake._publish import plain_schema
 from convo_analytics.lake._tables import LAKE_TABLES, LakeTable
+from convo_analytics.lake._visible import (
+    Published,
+    TableReads,
+    Unfinished,
+    describe,
+    plan_reads,
+    unfinished,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyiceberg.catalog import Catalog
     from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table import Table as IcebergTable
 
-__all__ = ["lake_state", "materialise_lake", "read_lake"]
+__all__ = ["copy_notice", "lake_state", "materialise_lake", "read_lake"]
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +74,21 @@ def read_lake(
     target: duckdb.DuckDBPyConnection | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection (in memory unless ``target``) holding the lake's tables (all, or
-    ``tables``) as the warehouse has them, restricted to ``workspaces`` (ids) if given."""
+    ``tables``) as the warehouse has them, restricted to ``workspaces`` (ids) if given:
+    each workspace's rows as its last complete publish left them. An unfinished publish
+    is logged as a warning."""
+    con, found = _read(config, tables, workspaces, target)
+    if notice := describe(found):
+        log.warning("%s", notice)
+    return con
+
+
+def _read(
+    config: LakeConfig,
+    tables: Sequence[str] | None,
+    workspaces: Sequence[str] | None,
+    target: duckdb.DuckDBPyConnection | None,
+) -> tuple[duckdb.DuckDBPyConnection, list[Unfinished]]:
     from convo_analytics.warehouse import ensure_schema
 
     con = target or duckdb.connect()
@@ -70,42 +97,78 @@ def read_lake(
     catalog = config.open_catalog()
     held = {identifier[-1] for identifier in catalog.list_tables(config.namespace)}
     wanted = [t for t in LAKE_TABLES if (tables is None or t.name in tables) and t.name in held]
+    # the record first: a table committed after it was read is then read at the pins
+    published = Published.read(catalog, config.namespace, workspaces)
+    reads: dict[str, TableReads] = {}
     for spec in wanted:
-        data = _scan(catalog, config, spec, workspaces)
-        _load(con, spec, data)
-    return con
+        table = catalog.load_table((config.namespace, spec.name))
+        reads[spec.name] = plan_reads(table, spec.name, published)
+        _load(con, spec, _scan(table, reads[spec.name], workspaces))
+    return con, unfinished(published, reads)
 
 
 def materialise_lake(config: LakeConfig, path: Path) -> Path:
-    """Write the whole lake as a DuckDB file at ``path`` (built under a temporary name,
-    then renamed over it: a reader sees the old file or the new one)."""
+    """Write the lake as readers see it as a DuckDB file at ``path`` (built under a
+    temporary name, then renamed over it: a reader sees the old file or the new one),
+    and beside it what was unfinished (:func:`copy_notice`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    note = _notice_path(path)
+    note_partial = note.with_name(f"{note.name}.{os.getpid()}.partial")
     partial.unlink(missing_ok=True)
     try:
         con = duckdb.connect(str(partial))
         try:
-            read_lake(config, target=con)
+            _, found = _read(config, None, None, con)
             con.execute("CHECKPOINT")
         finally:
             con.close()
         with open(partial, "rb") as handle:
             os.fsync(handle.fileno())
+        note_partial.write_bytes(orjson.dumps({"notice": describe(found)}))
+        note_partial.replace(note)  # before the copy: a copy is never without its notice
         partial.replace(path)
     except BaseException:
         partial.unlink(missing_ok=True)
+        note_partial.unlink(missing_ok=True)
         raise
     return path
 
 
-def _scan(
-    catalog: Catalog, config: LakeConfig, spec: LakeTable, workspaces: Sequence[str] | None
-) -> pa.Table:
-    from pyiceberg.expressions import AlwaysTrue, In
+def copy_notice(path: Path) -> str | None:
+    """What a copy made by :func:`materialise_lake` says about unfinished publishes (one
+    line), or None (none, or a copy made before these notices)."""
+    try:
+        notice = orjson.loads(_notice_path(path).read_bytes()).get("notice")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+    return notice if isinstance(notice, str) else None
 
-    table = catalog.load_table((config.namespace, spec.name))
-    row_filter = In(term="workspace_id", literals=list(workspaces)) if workspaces else AlwaysTrue()
-    data = table.scan(row_filter=row_filter).to_arrow()
+
+def _notice_path(path: Path) -> Path:
+    return path.with_name(f"{path.name}.json")
+
+
+def _scan(table: IcebergTable, reads: TableReads, workspaces: Sequence[str] | None) -> pa.Table:
+    """The table's rows as readers see them: the current snapshot's, without the workspaces
+    read elsewhere, and theirs at their pinned snapshots (schemas of both, by name)."""
+    import pyarrow as pa
+    from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, In, NotIn
+
+    only = set(workspaces) if workspaces else None
+    row_filter: BooleanExpression = (
+        In(term="workspace_id", literals=sorted(only)) if only else AlwaysTrue()
+    )
+    if reads.hidden:
+        row_filter = And(row_filter, NotIn(term="workspace_id", literals=sorted(reads.hidden)))
+    pieces = [table.scan(row_filter=row_filter).to_arrow()]
+    for snapshot_id, listed in sorted(reads.at.items()):
+        chosen = sorted(ws for ws in listed if only is None or ws in only)
+        if chosen:
+            pinned = table.scan(row_filter=In(term="workspace_id", literals=chosen),
+                                snapshot_id=snapshot_id)  # fmt: skip
+            pieces.append(pinned.to_arrow())
+    data = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces, promote_options="permissive")
     return data.cast(plain_schema(data.schema))
 
 

@@ -1,10 +1,12 @@
-"""Readers on the lake: a local DuckDB copy of the lake's current tables, as a snapshot.
+"""Readers on the lake: a local DuckDB copy of the lake, as a snapshot.
 
 With ``read.source = "lake"`` the one reader (``current_snapshot``) answers
 with a DuckDB file under the publish folder, ``lake-<state>.duckdb``, built
-from the lake's current Iceberg snapshots (``lake.materialise_lake``): the
-dashboard, ``convo serve`` and anything else that reads a snapshot work
-unchanged (decision D-LAKE-READERS). ``<state>`` digests every lake table's
+from the lake's tables as its complete publishes left them
+(``lake.materialise_lake``): the dashboard, ``convo serve`` and anything else
+that reads a snapshot work unchanged (decision D-LAKE-READERS). A publish in
+progress, or stopped, is not in the copy; the copy says so
+(``Snapshot.unfinished``, D-LAKE-VISIBLE). ``<state>`` digests every lake table's
 current metadata location, so a commit to any table gives a new name: the
 file is built again (under a temporary name, then renamed) and the readers'
 caches, keyed by the snapshot id, move on. The newest two copies are kept; a
@@ -60,7 +62,7 @@ def lake_snapshot(config: LakeConfig, published_dir: Path) -> Snapshot | None:
     """The local copy of the lake as it is now (made when the lake changed), or None when
     the lake has no tables yet. SnapshotUnreadable when the lake cannot be read and no
     copy was made before."""
-    from convo_analytics.lake import lake_state, materialise_lake
+    from convo_analytics.lake import copy_notice, lake_state, materialise_lake
     from convo_analytics.publish._reader import Snapshot, SnapshotUnreadable
 
     try:
@@ -80,8 +82,9 @@ def lake_snapshot(config: LakeConfig, published_dir: Path) -> Snapshot | None:
         if not previous:
             raise SnapshotUnreadable(reason) from None
         log.warning("reading the previous copy of the lake %s: %s", previous[0].name, reason)
-        return Snapshot(previous[0], _state_of(previous[0]), _made_at(previous[0]), reason)
-    return Snapshot(path, state, _made_at(path))
+        return Snapshot(previous[0], _state_of(previous[0]), _made_at(previous[0]), reason,
+                        copy_notice(previous[0]))  # fmt: skip
+    return Snapshot(path, state, _made_at(path), unfinished=copy_notice(path))
 
 
 def _copies(published_dir: Path) -> list[Path]:
@@ -93,6 +96,7 @@ def _copies(published_dir: Path) -> list[Path]:
 def _prune(published_dir: Path, current: Path) -> None:
     for old in [p for p in _copies(published_dir) if p != current][_KEEP - 1 :]:
         old.unlink(missing_ok=True)
+        old.with_name(f"{old.name}.json").unlink(missing_ok=True)  # its notice
 
 
 def _state_of(path: Path) -> str:

@@ -62,6 +62,9 @@ class Snapshot:
     published_at: str
     #: Why newer snapshots were passed over (they are damaged), or None for the newest.
     passed_over: str | None = None
+    #: A copy of the lake: the publishes it leaves out because they did not finish (one
+    #: line: which workspaces, and what is shown of them instead), or None.
+    unfinished: str | None = None
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         return connect_snapshot(self.path)
