@@ -319,3 +319,58 @@ def test_another_workers_publish_shows_while_a_killed_one_does_not(tmp_path: Pat
     assert "ws_b" not in said.unfinished
     assert killed_publish(tmp_path, env, NEVER, "--workspace", "ws_a") is None
     assert_lake_equals(config, warehouse.path, WORKSPACES)
+
+
+def test_the_dashboard_and_serve_say_a_publish_is_unfinished(
+    lake: Lake, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readers other than the exports say it too: `convo serve` answers the previous
+    publish's figures with an X-Convo-Data-Notice header, and the dashboard shows the notice
+    (as text) above the same figures."""
+    import httpx
+    from streamlit.testing.v1 import AppTest
+
+    from convo_analytics.serve._app import NOTICE_HEADER
+    from process_support import free_port
+
+    lake.reset()
+    assert lake.publish_killed_after(5) is not None
+    copies = tmp_path_factory.mktemp("reader-copies")
+    env = {**lake.env(), "CONVO_READ_SOURCE": "lake", "CONVO_PUBLISH_DIR": str(copies),
+           "CONVO_SERVE_TOKEN": "serve-token-unfinished-0001"}  # fmt: skip
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "convo_analytics.cli", "serve", "--port", str(port)],
+        cwd=lake.work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/v1/analytics/summary"
+        params = {"from": lake.days[0].isoformat(), "to": lake.days[1].isoformat(),
+                  "workspace": "*"}  # fmt: skip
+        auth = {"Authorization": "Bearer serve-token-unfinished-0001"}
+        answer = None
+        for _ in range(600):  # bounded: up to 60 s for the server to start
+            try:
+                answer = httpx.get(url, params=params, headers=auth, timeout=120)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None, server.stderr.read() if server.stderr else ""
+                time.sleep(0.1)
+        assert answer is not None and answer.status_code == 200, answer and answer.text
+        notice = answer.headers.get(NOTICE_HEADER, "")
+        assert "a publish of ws_a is in progress or was stopped" in notice, answer.headers
+        body = answer.json()
+        body.pop("generatedAt", None)
+        assert body == lake.summary_before
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CONVO_PUBLISHED_DIR", str(copies))
+    at = AppTest.from_file(str(ROOT / "dashboards" / "streamlit_app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception, at.exception
+    warned = [w.value for w in at.warning]
+    assert any("lake publish is unfinished" in w for w in warned), warned
+    assert any("a publish of ws_a is in progress" in t.value for t in at.text)

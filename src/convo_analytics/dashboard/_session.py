@@ -191,6 +191,13 @@ def published_snapshot() -> Snapshot:
     if snap.passed_over:
         st.warning(_fallback_warning(snap))
         st.text(f"Why: {snap.passed_over}")
+    if snap.unfinished:  # a lake publish in progress or stopped: its workspaces as before
+        st.warning(
+            "A lake publish is unfinished: the pages show each workspace as its last "
+            "complete publish left it.",
+            icon=":material/hourglass_top:",
+        )
+        st.text(snap.unfinished)
     return snap
 
 

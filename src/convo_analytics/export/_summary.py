@@ -62,8 +62,9 @@ def empty_range_warning(
         return None
     if started is None:
         return (
-            "the warehouse holds no conversations yet (run 'convo extract', then "
-            "'convo transform'): the export is empty"
+            "there are no conversations to read yet (run 'convo extract', then "
+            "'convo transform'; reading the lake, wait for a complete publish): the export "
+            "is empty"
         )
     return (
         f"no conversation started from {first} to {last} ({tz}), so the export is empty; "

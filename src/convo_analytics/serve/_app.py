@@ -45,7 +45,7 @@ from convo_analytics.export import (
     warehouse_workspaces,
     workspace_summary,
 )
-from convo_analytics.publish import SnapshotUnreadable, current_snapshot
+from convo_analytics.publish import Snapshot, SnapshotUnreadable, current_snapshot
 from convo_analytics.sandbox._errors import (
     ApiException,
     api_exception_handler,
@@ -164,7 +164,9 @@ def create_serve_app(
             ),
         ] = None,
     ) -> Response:
-        con = _open_published(published_dir) if published_dir else _open_warehouse(db_path)
+        con, notice = (
+            _open_published(published_dir) if published_dir else (_open_warehouse(db_path), None)
+        )
         try:
             label, ids = _scope(con, request.state.grant, workspace, configured)
             body = workspace_summary(
@@ -182,7 +184,10 @@ def create_serve_app(
             raise ApiException(400, str(exc).replace("--", "query parameter ")) from None
         finally:
             con.close()
-        return Response(orjson.dumps(body), media_type="application/json")
+        response = Response(orjson.dumps(body), media_type="application/json")
+        if notice:
+            response.headers[NOTICE_HEADER] = notice
+        return response
 
     return app
 
@@ -228,8 +233,28 @@ def _scope(
     return chosen.workspace_id, [chosen.workspace_id]
 
 
-def _open_published(published_dir: Path) -> duckdb.DuckDBPyConnection:
-    """The checked snapshot ``CURRENT`` names, read-only; a 503 in the error shape otherwise."""
+#: The response header that says the figures are not of the newest data (a damaged newest
+#: snapshot passed over, a lake publish unfinished); the body keeps the service's shape.
+NOTICE_HEADER = "X-Convo-Data-Notice"
+
+
+def _notice(snap: Snapshot) -> str | None:
+    """One ASCII line for NOTICE_HEADER, or None when the snapshot is the newest whole one."""
+    said = snap.unfinished or (
+        f"the newest snapshot is damaged; figures of the previous one ({snap.passed_over})"
+        if snap.passed_over
+        else None
+    )
+    if not said:
+        return None
+    line = " ".join(str(said).split())
+    return line.encode("ascii", "replace").decode("ascii")[:900]
+
+
+def _open_published(published_dir: Path) -> tuple[duckdb.DuckDBPyConnection, str | None]:
+    """The checked snapshot ``CURRENT`` names, read-only, and what it says of itself (an
+    unfinished lake publish, a passed-over snapshot) for the answer's NOTICE_HEADER; a 503 in
+    the error shape otherwise."""
     try:
         snap = current_snapshot(published_dir)
         if snap is None:
@@ -238,7 +263,7 @@ def _open_published(published_dir: Path) -> duckdb.DuckDBPyConnection:
                 "nothing is published yet: run 'convo publish' (or 'convo run') first",
                 headers={"Retry-After": RETRY_AFTER_BUSY},
             )
-        return snap.connect()
+        return snap.connect(), _notice(snap)
     except SnapshotUnreadable as exc:
         raise ApiException(503, str(exc)) from None
 
