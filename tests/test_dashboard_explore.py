@@ -189,8 +189,8 @@ def test_a_dashboard_for_one_workspace_reads_its_rows(
     assert not at.error, [e.value for e in at.error]
     table = next(d.value for d in at.dataframe if "n" in d.value)
     assert set(table["workspace_id"]) == {MINE} and len(table) == 3
-    tables = next(d.value for d in at.dataframe if "column" in d.value)
-    assert "workspace_id" in set(tables["column"])
+    tables = next(t.value for t in at.table if "column" in t.value)  # the schema, whole
+    assert "`workspace_id`" in set(tables["column"])
     schema = at.selectbox(key="explore_schema_table")
     assert "quarantine" not in schema.options and "pipeline_runs" not in schema.options
 
@@ -206,3 +206,38 @@ def test_an_allowed_table_function_works_for_one_workspace(
     (column,) = rows[0]
     table = next(d.value for d in at.dataframe if column in d.value)
     assert table.to_dict("records") == rows
+
+
+def test_a_cells_download_is_named_after_it_and_a_copy_after_its_name(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    made: list[MemoryMediaFileStorage] = []
+
+    class Recording(MemoryMediaFileStorage):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
+    """The download of a cell titled "Cell 4 escalations" is cell_4_escalations.csv (not the
+    widget's number); a notebook saved under a new name is titled after it, not after the one
+    it was copied from; the page says the sidebar's dates and channels are not applied."""
+    at = _explore(published, monkeypatch, tmp_path)
+    assert "dates, time zone and channels do not" in _shown(at)
+    (cell,) = _cells(at)
+    at.text_input(key=f"cell_title_{_cid(cell)}").input("Cell 4 escalations").run()
+    cell.input("SELECT 42 AS answer").run()
+    assert not at.exception, at.exception
+    urls = [b.proto.url for b in at.get("download_button")]
+    names = [made[-1].get_file(url.rsplit("/", 1)[-1]).filename for url in urls]
+    assert "cell_4_escalations.csv" in names, names
+    at.text_input(key="explore_title").input("Escalations by reason").run()
+    at.text_input(key="explore_save_as").input("first").run()
+    at.button(key="explore_save").click().run()
+    at.text_input(key="explore_save_as").input("my-copy").run()
+    at.button(key="explore_save").click().run()
+    assert not at.exception, at.exception
+    saved = (tmp_path / "notebooks" / "my-copy.sql").read_text()
+    assert "My copy" in saved.splitlines()[0] and "Escalations by reason" not in saved

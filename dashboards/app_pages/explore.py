@@ -197,7 +197,8 @@ st.caption(
     "and a download. Queries cannot read files or the network, run at most "
     f"{settings['query_timeout_seconds']:g} s in at most "
     f"{limits.memory_mb:,} MiB of memory and return at most "
-    f"{settings['query_row_limit']:,} rows."
+    f"{settings['query_row_limit']:,} rows. The sidebar's workspace applies to them; its "
+    "dates, time zone and channels do not: write those into the SQL."
     + (
         " The tables hold the rows of "
         + ", ".join(literal(names_of.get(ws, ws)) for ws in scope)
@@ -244,12 +245,16 @@ if top[2].button("Save", key="explore_save", width="stretch"):
     if name is None:
         st.error("Name the notebook with lower-case letters, digits, - and _.")
     else:
+        if name != state["name"] and st.session_state["explore_title"] == state["title"]:
+            # a copy saved under another name is not titled as the one it was copied from
+            state["title"] = name.replace("-", " ").replace("_", " ").capitalize()
+            st.session_state["explore_title"] = state["title"]
         current = _current()
         save_notebook(saved_dir, name, current)
         for cell in current.cells:  # its stopped cells stay stopped under the new name
             if (stop := _stopped().get(cell_key(cell.sql))) is not None:
                 mark_stopped(saved_dir, name, cell.sql, *stop)
-        state["name"] = name
+        state["name"], state["title"] = name, current.title
         write_params({"notebook": name}, keep_others=True, owned=("notebook",))
         st.success(f"Saved; its link opens it: {literal('?notebook=' + name)}")
 top[3].download_button(
@@ -279,12 +284,11 @@ with schema_col:
         doc = by_name[table]
         if doc.description:
             st.caption(doc.description)
-        st.dataframe(
-            [{"column": c, "type": t, "meaning": m} for c, t, m in doc.columns],
-            hide_index=True,
-            width="stretch",
-            height=420,
-        )
+        with st.container(height=420):  # each meaning whole (a data grid clips long text)
+            st.table(
+                [{"column": f"`{c}`", "type": t, "meaning": m} for c, t, m in doc.columns],
+                border="horizontal",
+            )
 
 with cells_col:
     st.text_input("Title", key="explore_title")
@@ -354,7 +358,12 @@ with cells_col:
                 continue
             frame = result.frame
             assert frame is not None
-            more = f" (the first {frame.height:,}; there are more)" if result.truncated else ""
+            more = (
+                " (cut at Explore's row limit, dashboard.query_row_limit: there are more; "
+                "aggregate or filter in the SQL)"
+                if result.truncated
+                else ""
+            )
             st.caption(f"{frame.height:,} rows{more} in {result.seconds:.2f} s")
             choice = choose_chart(frame, st.session_state[f"cell_chart_{cid}"])
             if choice.kind != "none" and choice.x and choice.y:
@@ -362,7 +371,10 @@ with cells_col:
                     charts.result_chart(frame, choice.kind, choice.x, choice.y, choice.color),
                     width="stretch",
                 )
-            show_table(frame, f"cell_{cid}", relabel=False, workspace=False)
+            title = st.session_state.get(f"cell_title_{cid}", "")  # the file is the cell's
+            named_as = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")[:60]
+            show_table(frame, f"cell_{cid}", relabel=False, workspace=False,
+                       file_name=named_as or f"cell_{position + 1}")  # fmt: skip
     st.button(
         "Add a cell",
         key="explore_add",

@@ -448,14 +448,17 @@ def download(
     *,
     workspace: bool = True,
     whole: Whole | None = None,
+    file_name: str | None = None,
 ) -> None:
     """A download button for the data behind a chart or table (the raw values, with the
     workspace unless ``workspace`` is off): every row of it, also when the table shows
-    one page (``whole``: its query, run when the button is clicked)."""
+    one page (``whole``: its query, run when the button is clicked). ``name`` keys the
+    button; the file is ``file_name`` (default: ``name``) with ``.csv``."""
+    file = f"{file_name or name}.csv"
     if whole is not None and whole.total > frame.height:
         st.download_button(
             download_label(whole.total, whole.what), _whole_csv(whole, workspace),
-            file_name=f"{name}.csv", mime="text/csv", key=f"download_{name}",
+            file_name=file, mime="text/csv", key=f"download_{name}",
         )  # fmt: skip
         return
     if workspace:
@@ -463,7 +466,7 @@ def download(
     st.download_button(
         label or download_label(),
         _csv(frame),
-        file_name=f"{name}.csv",
+        file_name=file,
         mime="text/csv",
         key=f"download_{name}",
     )
@@ -494,6 +497,7 @@ def show_table(
     workspace: bool = True,
     whole: Whole | None = None,
     raw: pl.DataFrame | None = None,
+    file_name: str | None = None,
 ) -> None:
     """A table with human labels and formatted values, and its download (raw values, every
     row: ``whole`` is the query of a table that shows one page of it; ``raw``, the frame
@@ -506,7 +510,7 @@ def show_table(
     config = {c: _column_config(d) for c, d in shown.columns.items()}
     st.dataframe(shown.frame, hide_index=True, width="stretch", column_config=config)
     kept = named(raw) if workspace and raw is not None else frame if raw is None else raw
-    download(kept, name, workspace=workspace, whole=whole)  # named already: kept as is
+    download(kept, name, workspace=workspace, whole=whole, file_name=file_name)
 
 
 #: Rows per page a paged table offers.
