@@ -211,7 +211,7 @@ def test_a_missing_summary_endpoint_is_unavailable_unless_named(tmp_path: Path) 
     assert default["exit"] == 0 and default["streams"]["summary"]["status"] == "unavailable"
     transform = convo("transform", "--db", str(db), cwd=tmp_path)
     assert transform.returncode == 0, transform.stderr[-1000:]
-    assert "no service summary to compare with" in transform.stderr
+    assert "reconciliation: nothing to compare" in transform.stderr
 
 
 def test_the_sandbox_shape_needs_no_configuration_and_warns_of_nothing(

@@ -145,7 +145,7 @@ def test_a_scripted_conversation_reaches_the_dashboard(
     at.switch_page("app_pages/conversations.py").run()
     assert not at.exception
     at.selectbox(key="conv_pick").set_value(conv).run()
-    shown = " ".join(m.value for m in at.markdown)
+    shown = " ".join(m.value for m in [*at.markdown, *at.text])  # messages: text
     assert "49 euros" in shown and "talk to a human" in shown
     at.switch_page("app_pages/guardrails.py").run()
     assert not at.exception
