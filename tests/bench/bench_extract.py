@@ -343,6 +343,26 @@ def child_bodies(conversations: int, out_dir: str) -> None:
     )
 
 
+def _as_run_sets_up(ext: Any, con: Any) -> None:
+    """What ``Extraction.run`` sets up before its first stream (connection, reader cursor,
+    workspace identity), for a child that calls the runner's ``_commit`` without ``run``.
+
+    Mirrors the start of ``Extraction.run``; tests/test_bench.py runs this benchmark, so
+    a change there that this misses fails a test rather than ``make bench``.
+    """
+    from convo_analytics.extract._workspace import WorkspaceIdentity
+    from convo_analytics.warehouse import defer_checkpoints
+
+    cfg = ext.config
+    ext.con = con
+    defer_checkpoints(con)
+    ext.reader = con.cursor()
+    ext.identity = WorkspaceIdentity(
+        con, cfg.workspace, configured=cfg.workspace_id, implicit=cfg.implicit_workspace,
+        base_url=cfg.base_url,
+    )  # fmt: skip
+
+
 def _read_lines(path: Path) -> list[bytes]:
     with path.open("rb") as f:
         return [line.rstrip(b"\n") for line in f]
@@ -361,7 +381,7 @@ def child_load(bodies_dir: str, db: str, mode: str) -> None:
     from convo_analytics.extract._runner import Extraction
     from convo_analytics.extract._schema_drift import SchemaTracker
     from convo_analytics.extract._streams import ExtractConfig
-    from convo_analytics.warehouse import RecordPaths, defer_checkpoints, open_warehouse
+    from convo_analytics.warehouse import RecordPaths, open_warehouse
 
     src = Path(bodies_dir)
     conv_pages = _read_lines(src / "conversations.jsonl")
@@ -378,14 +398,12 @@ def child_load(bodies_dir: str, db: str, mode: str) -> None:
     clock.install()
     config = ExtractConfig(base_url="http://127.0.0.1:9", api_key=KEY, db_path=Path(db))
     ext = Extraction(config)
-    ext.con = open_warehouse(Path(db))
-    defer_checkpoints(ext.con)  # as Extraction.run does
+    _as_run_sets_up(ext, open_warehouse(Path(db)))
     paths = RecordPaths("data", "id", "updatedAt")
     mark = datetime.now(UTC)
     plan: list[tuple[str, list[bytes], list[bytes]]] = [("conversations", conv_pages, details)]
     if lead_pages:
         plan.append(("leads", lead_pages, []))
-    ext.reader = ext.con.cursor()
     started = time.perf_counter()
     for name, pages, stream_details in plan:
         stream = ListStreamRun(ext, None, config.plan(name), StreamResult(name))  # type: ignore[arg-type]
