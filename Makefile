@@ -19,6 +19,7 @@ DASHBOARD_PORT ?= 8501
 CONVERSATIONS ?= 5000
 DAYS ?= 30
 SEED ?= 42
+DEMO_DATA_DIR ?= $(CURDIR)/data
 
 .PHONY: help install demo sandbox test lint format bench clean
 
@@ -37,9 +38,11 @@ $(CURDIR)/.tools/bin/uv:
 
 install: .venv/.installed ## Install the locked environment into .venv
 
-demo: install ## The sandbox, the whole pipeline, the dashboard (HOST, PORT, RECEIVER_PORT, DASHBOARD_PORT, CONVERSATIONS, DAYS, SEED)
+# The demo stops its servers on Ctrl-C, SIGTERM and SIGHUP (docs/cli.md, "make demo").
+demo: install ## The sandbox, the whole pipeline, the dashboard (HOST, PORT, RECEIVER_PORT, DASHBOARD_PORT, CONVERSATIONS, DAYS, SEED, DEMO_DATA_DIR)
 	@$(RUN) python pipelines/demo.py --host $(HOST) --port $(PORT) --receiver-port $(RECEIVER_PORT) \
-	  --dashboard-port $(DASHBOARD_PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED)
+	  --dashboard-port $(DASHBOARD_PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED) \
+	  --data-dir $(DEMO_DATA_DIR)
 
 sandbox: install ## Serve the sandbox in the foreground (HOST, PORT, CONVERSATIONS, DAYS, SEED)
 	$(RUN) convo sandbox serve --host $(HOST) --port $(PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED)
