@@ -21,7 +21,7 @@ DAYS ?= 30
 SEED ?= 42
 DEMO_DATA_DIR ?= $(CURDIR)/data
 
-.PHONY: help install demo sandbox test lint format bench clean
+.PHONY: help install demo sandbox test test-bench lint format bench clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -63,6 +63,12 @@ test: install lint ## Lint, then run the whole test suite (needs Debian's chromi
 	  echo "make test needs PostgreSQL's server (Debian's packages) for the lake and Dagster tests:"; \
 	  echo "  sudo apt-get install -y postgresql     (.ci/run installs it)"; exit 1; }
 	$(RUN) pytest -n 2 --dist loadfile
+
+# Each benchmark once at its smallest sizes, with the bench group (dlt): a benchmark cannot
+# break unseen. Separate from `make test` to keep that under 15 minutes; .ci/run runs both.
+test-bench: install ## Check that every benchmark still runs (smallest sizes; needs postgresql)
+	$(UV) sync --frozen --group bench
+	$(UV) run --frozen --group bench pytest -n 2 -m bench tests/test_bench.py
 
 bench: install ## Run the benchmarks; each prints its figures and the sizes it ran on
 	$(UV) sync --frozen --group bench

@@ -177,11 +177,12 @@ def history_anchor(paths: Paths, seed: int, conversations: int, days: int) -> st
     loaded a second, shifted copy of the past into the same warehouse (issue 25).
     """
     made = {"seed": seed, "conversations": conversations, "days": days}
-    with contextlib.suppress(OSError, orjson.JSONDecodeError):
+    with contextlib.suppress(OSError, ValueError):  # none kept, or not readable
         kept = orjson.loads(paths.anchor.read_bytes())
         if isinstance(kept, dict) and {k: kept.get(k) for k in made} == made:
             until = kept.get("until")
-            if isinstance(until, str) and until:
+            if isinstance(until, str):
+                datetime.fromisoformat(until.replace("Z", "+00:00"))  # else: a new anchor
                 return until
     until = demo_now().astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     paths.anchor.parent.mkdir(parents=True, exist_ok=True)
@@ -517,8 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=5000)
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--data-dir", type=Path, default=ROOT / "data",
-                        help="where the demo keeps everything it makes (default: data/)")  # fmt: skip
+    parser.add_argument(
+        "--data-dir", type=Path, default=ROOT / "data", help="where it keeps all it makes"
+    )
     args = parser.parse_args(argv)
     paths = Paths(args.data_dir.resolve())
     parts: list[Part] = []

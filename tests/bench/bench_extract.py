@@ -583,7 +583,7 @@ def workdir() -> Iterator[Path]:
 
 def bench_extract_100k(ctx: BenchContext, report: Report) -> None:
     """``convo extract`` of every stream, rate limit lifted, into a fresh warehouse."""
-    n = 10_000 if ctx.quick else 100_000
+    n = ctx.size(100_000, 10_000, 300)
     report.sizes.update(
         {
             "conversations": n,
@@ -667,7 +667,7 @@ def bench_extract_100k(ctx: BenchContext, report: Report) -> None:
 
 def bench_load_only(ctx: BenchContext, report: Report) -> None:
     """The runner's _commit on stored response bodies: our loader with no HTTP at all."""
-    n = 10_000 if ctx.quick else 100_000
+    n = ctx.size(100_000, 10_000, 300)
     report.sizes.update(
         {
             "conversations": n,
@@ -760,7 +760,7 @@ def bench_rate_limits(ctx: BenchContext, report: Report) -> None:
 
     # Sized so that each run lasts about 30 s (15 s quick) after the burst: one detail
     # request per conversation, plus a few list pages and the summary.
-    seconds = 15.0 if ctx.quick else 30.0
+    seconds = ctx.size(30.0, 15.0, 1.0)
     report.sizes["aimed run length"] = f"~{seconds:g} s after the burst"
     report.sizes["streams"] = "conversations (+details), leads, summary"
     for spec in ("600/min", "100/min"):
@@ -878,7 +878,7 @@ def _ours_list_only(url: str, stream: str) -> dict[str, Any]:
 
 def bench_dlt(ctx: BenchContext, report: Report) -> None:
     """dlt's rest_api source (default settings) and our extractor on the same two lists."""
-    n = 10_000 if ctx.quick else 100_000
+    n = ctx.size(100_000, 10_000, 300)
     report.sizes.update({"conversations": n, "page size": PAGE_LIMIT, "rate limit": "none"})
     missing = dlt_missing()
     if missing:
@@ -1017,8 +1017,8 @@ def bench_workspaces(ctx: BenchContext, report: Report) -> None:
     the client's CPU per request."""
     from convo_analytics.sandbox import RateLimitPolicy
 
-    count = 10 if ctx.quick else 50
-    conversations = 40 if ctx.quick else 120
+    count = ctx.size(50, 10, 2)
+    conversations = ctx.size(120, 40, 10)
     spec_rate = "600/min"
     policy = RateLimitPolicy.parse(spec_rate)
     assert policy is not None
