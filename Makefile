@@ -19,8 +19,9 @@ DASHBOARD_PORT ?= 8501
 CONVERSATIONS ?= 5000
 DAYS ?= 30
 SEED ?= 42
+DEMO_DATA_DIR ?= $(CURDIR)/data
 
-.PHONY: help install demo sandbox test lint format bench clean
+.PHONY: help install demo sandbox test test-bench lint format bench clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,9 +38,11 @@ $(CURDIR)/.tools/bin/uv:
 
 install: .venv/.installed ## Install the locked environment into .venv
 
-demo: install ## The sandbox, the whole pipeline, the dashboard (HOST, PORT, RECEIVER_PORT, DASHBOARD_PORT, CONVERSATIONS, DAYS, SEED)
+# The demo stops its servers on Ctrl-C, SIGTERM and SIGHUP (docs/cli.md, "make demo").
+demo: install ## The sandbox, the whole pipeline, the dashboard (HOST, PORT, RECEIVER_PORT, DASHBOARD_PORT, CONVERSATIONS, DAYS, SEED, DEMO_DATA_DIR)
 	@$(RUN) python pipelines/demo.py --host $(HOST) --port $(PORT) --receiver-port $(RECEIVER_PORT) \
-	  --dashboard-port $(DASHBOARD_PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED)
+	  --dashboard-port $(DASHBOARD_PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED) \
+	  --data-dir $(DEMO_DATA_DIR)
 
 sandbox: install ## Serve the sandbox in the foreground (HOST, PORT, CONVERSATIONS, DAYS, SEED)
 	$(RUN) convo sandbox serve --host $(HOST) --port $(PORT) --conversations $(CONVERSATIONS) --days $(DAYS) --seed $(SEED)
@@ -60,6 +63,12 @@ test: install lint ## Lint, then run the whole test suite (needs Debian's chromi
 	  echo "make test needs PostgreSQL's server (Debian's packages) for the lake and Dagster tests:"; \
 	  echo "  sudo apt-get install -y postgresql     (.ci/run installs it)"; exit 1; }
 	$(RUN) pytest -n 2 --dist loadfile
+
+# Each benchmark once at its smallest sizes, with the bench group (dlt): a benchmark cannot
+# break unseen. Separate from `make test` to keep that under 15 minutes; .ci/run runs both.
+test-bench: install ## Check that every benchmark still runs (smallest sizes; needs postgresql)
+	$(UV) sync --frozen --group bench
+	$(UV) run --frozen --group bench pytest -n 2 -m bench tests/test_bench.py
 
 bench: install ## Run the benchmarks; each prints its figures and the sizes it ran on
 	$(UV) sync --frozen --group bench

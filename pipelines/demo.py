@@ -7,17 +7,25 @@ run's settings (``data/demo/convo.toml``, its secrets in files beside it),
 runs the nightly pipeline once with them (``convo run``: extract, webhook
 ingest, transform, exports, publish), serves the dashboard on the published
 snapshot, and prints what to try next, once, last. Everything keeps running
-until Ctrl-C, which stops it all with one line and exit status 0.
+until Ctrl-C (or SIGTERM, or SIGHUP), which stops it all with one line and exit
+status 0; docs/cli.md ("make demo") gives make's own status.
+
+A restart is the same demo: the history's end (its time anchor) is fixed when
+the history is first made and kept in ``data/demo/history.json``, and the live
+activity happens at that anchor with the demo's seed, so every restart serves,
+loads and reconciles the same figures (D-DEMO-ANCHOR). Only another seed, size
+or span makes a new history, which gets a fresh warehouse (one line says so).
 
 The servers' own output goes to ``data/demo/logs/``, so that nothing is printed
 after the "Try next" block. Decision D-DEMO-RUN says why the demo takes the
-terminal's foreground for itself.
+terminal's foreground for itself, and how its servers end with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import os
 import secrets
 import signal
@@ -27,7 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import IO
 
@@ -37,6 +45,19 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "convo_analytics.cli"]
 START_TIMEOUT_SECONDS = 300.0
+#: Test-only: the demo's "now" (ISO 8601, not after the real time), which anchors a new
+#: history; tests/test_demo.py restarts the demo "an hour later" with it.
+CLOCK_VARIABLE = "CONVO_TEST_DEMO_NOW"
+#: The live activity the demo makes, at the history's anchor with the demo's seed.
+LIVE_NEW, LIVE_PROGRESS = 25, 25
+#: The signals that stop the demo (and its servers), as Ctrl-C does.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: prctl(2): deliver a signal to the child when its parent (the demo) ends.
+PR_SET_PDEATHSIG = 1
+
+
+class Stopped(Exception):
+    """SIGINT, SIGTERM or SIGHUP arrived, or the process that started the demo ended."""
 
 
 class DemoError(Exception):
@@ -63,7 +84,12 @@ class Paths:
 
     @property
     def keys(self) -> Path:
-        return self.data / "sandbox" / "keys.json"
+        """The demo sandbox's keys: its own file, which no other sandbox writes."""
+        return self.demo / "sandbox-keys.json"
+
+    @property
+    def anchor(self) -> Path:
+        return self.demo / "history.json"
 
     @property
     def history(self) -> Path:
@@ -130,30 +156,74 @@ def _receiver_secret(path: Path) -> str:
     return value
 
 
-def _fresh_warehouse_for(warehouse: Path, history: str) -> None:
-    """Move aside a warehouse filled from another generated history (never delete it).
+def demo_now() -> datetime:
+    """Now, or (tests only) the time ``CONVO_TEST_DEMO_NOW`` names."""
+    faked = os.environ.get(CLOCK_VARIABLE, "").strip()
+    if not faked:
+        return datetime.now(UTC)
+    try:
+        when = datetime.fromisoformat(faked.replace("Z", "+00:00"))
+    except ValueError:
+        raise DemoError(f"{CLOCK_VARIABLE}={faked!r} is not an ISO 8601 time "
+                        "(it is for tests only: unset it)", code=2) from None  # fmt: skip
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
-    Each demo history (seed, size, span) is a different workspace's past; mixing
-    two in one warehouse would make every figure, and the reconciliation with
-    the sandbox's own summary, wrong.
+
+def history_anchor(paths: Paths, seed: int, conversations: int, days: int) -> str:
+    """The end of the demo's history (ISO 8601): the one kept in ``data/demo/history.json``
+    when it was made with the same seed, size and span, else now, kept there from now on.
+
+    A history regenerated "ending now" at each start moved every time, so a restart
+    loaded a second, shifted copy of the past into the same warehouse (issue 25).
     """
+    made = {"seed": seed, "conversations": conversations, "days": days}
+    with contextlib.suppress(OSError, ValueError):  # none kept, or not readable
+        kept = orjson.loads(paths.anchor.read_bytes())
+        if isinstance(kept, dict) and {k: kept.get(k) for k in made} == made:
+            until = kept.get("until")
+            if isinstance(until, str):
+                datetime.fromisoformat(until.replace("Z", "+00:00"))  # else: a new anchor
+                return until
+    until = demo_now().astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    paths.anchor.parent.mkdir(parents=True, exist_ok=True)
+    paths.anchor.write_bytes(orjson.dumps({**made, "until": until}, option=orjson.OPT_INDENT_2))
+    return until
+
+
+def _fresh_warehouse_for(paths: Paths, history: str) -> None:
+    """Move aside a warehouse (and the receiver's archive) filled from another generated
+    history; never delete them.
+
+    Each demo history (seed, size, span, end) is a different workspace's past;
+    mixing two in one warehouse would make every figure, and the reconciliation
+    with the sandbox's own summary, wrong.
+    """
+    warehouse = paths.warehouse
     marker = warehouse.with_name(warehouse.name + ".demo-history")
     if warehouse.exists() and (not marker.exists() or marker.read_text() != history):
-        aside = warehouse.with_name(f"{warehouse.stem}.previous-{int(time.time())}.duckdb")
+        stamp = int(time.time())
+        aside = warehouse.with_name(f"{warehouse.stem}.previous-{stamp}.duckdb")
         warehouse.rename(aside)
-        print(f"   (the warehouse held another history; moved it to {aside})")
+        if paths.received.exists():
+            paths.received.rename(paths.received.with_name(f"received.previous-{stamp}"))
+        print(f"   (a new history, so a fresh warehouse: the previous one is in {aside})")
     warehouse.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(history)
 
 
-def write_demo_config(paths: Paths, base_url: str) -> None:
-    """The nightly run's settings for this demo, secrets by file (D-DEMO-CONFIG)."""
+def write_demo_config(paths: Paths, base_url: str, first_day: date) -> None:
+    """The nightly run's settings for this demo, secrets by file (D-DEMO-CONFIG); the
+    service's summary is fetched from the history's first day, however old it is."""
+    summary_days = min(732, (datetime.now(UTC).date() - first_day).days + 1)
     toml = f"""# Written by `make demo` for its sandbox, for: convo run --config {paths.config}
 # No secret is written here: the API key and the webhook secrets are in the files named.
 [service]
 base_url = "{base_url}"
 api_key_file = "{paths.api_key}"
 rate_limit = "none"
+
+[extract]
+summary_days = {max(1, summary_days)}
 
 [warehouse]
 path = "{paths.warehouse}"
@@ -193,22 +263,63 @@ class Part:
             self.proc.wait(timeout=15)
 
 
+def _ends_with_the_demo() -> Callable[[], None] | None:
+    """For a child's ``preexec_fn``: SIGTERM to the child when the demo ends, however it
+    ends (even SIGKILL), by the parent-death signal of Linux's prctl(2); None elsewhere.
+
+    The demo stops its servers itself on SIGINT, SIGTERM and SIGHUP; this is the net
+    under that, so that no server outlives it and keeps its port.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    demo = os.getpid()
+
+    def in_the_child() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != demo:  # the demo ended before the line above
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return in_the_child
+
+
 def _start(name: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> Part:
-    """Start a server in its own session (Ctrl-C reaches only the demo, which stops it)."""
+    """Start a server in its own session (Ctrl-C reaches only the demo, which stops it),
+    ending with the demo should the demo end without stopping it."""
     log.parent.mkdir(parents=True, exist_ok=True)
     out: IO[bytes] = log.open("wb")
     proc = subprocess.Popen(
         argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        env=env, start_new_session=True,
+        env=env, start_new_session=True, preexec_fn=_ends_with_the_demo(),
     )  # fmt: skip
     out.close()
     return Part(name, proc, log)
+
+
+class _Parent:
+    """Whether the process that started the demo (make's uv, a shell) is still there.
+
+    A parent that ends without passing on its signal (an old uv killed by SIGHUP, a
+    ``kill -9``) leaves the demo orphaned: it notices within half a second and stops.
+    """
+
+    pid = os.getppid()
+
+    @classmethod
+    def check(cls) -> None:
+        if os.getppid() != cls.pid:
+            raise Stopped("the process that started the demo ended")
+
+
+def _on_stop_signal(signum: int, frame: object) -> None:
+    raise Stopped(signal.Signals(signum).name)
 
 
 def _wait_ready(part: Part, url: str, ok: Callable[[httpx.Response], bool]) -> None:
     """Poll ``url`` until ``ok`` says the part serves (or it exits: its log says why)."""
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
+        _Parent.check()
         if part.proc.poll() is not None:
             tail = part.log.read_text(errors="replace").strip().splitlines()[-5:]
             raise DemoError(
@@ -270,11 +381,13 @@ def terminal_foreground() -> Iterator[None]:
         os.close(fd)
 
 
-def try_next(paths: Paths, url: str, hook_url: str, dashboard_url: str) -> list[str]:
+def try_next(
+    paths: Paths, url: str, hook_url: str, dashboard_url: str, last_day: date
+) -> list[str]:
     """The closing block: where things are, then commands that run as written in a new
-    shell (absolute paths; secrets named by file, never shown)."""
-    today = datetime.now(UTC).date()
-    span = f"--from {today - timedelta(days=29)} --to {today}"
+    shell (absolute paths; secrets named by file, never shown); the exports' range is
+    the 30 days that end on the history's last day."""
+    span = f"--from {last_day - timedelta(days=29)} --to {last_day}"
     cfg = paths.config
     return [
         "",
@@ -302,17 +415,19 @@ def run_demo(args: argparse.Namespace, paths: Paths, parts: list[Part]) -> list[
     _check_free(host, {"sandbox": args.port, "receiver": args.receiver_port,
                        "dashboard": args.dashboard_port})  # fmt: skip
     print("convo-analytics demo")
-    _fresh_warehouse_for(paths.warehouse, f"seed={args.seed} conversations="
-                         f"{args.conversations} days={args.days}")  # fmt: skip
+    until = history_anchor(paths, args.seed, args.conversations, args.days)
+    _fresh_warehouse_for(paths, f"seed={args.seed} conversations={args.conversations} "
+                         f"days={args.days} until={until}")  # fmt: skip
     receiver_secret = _receiver_secret(paths.receiver_secret)
+    last_day = datetime.fromisoformat(until.replace("Z", "+00:00")).date()
 
     print(f"1. starting the sandbox service ({args.conversations} conversations over "
-          f"{args.days} days)")  # fmt: skip
+          f"{args.days} days to {until}, kept in {paths.anchor})")  # fmt: skip
     url = f"http://{host}:{args.port}"
     parts.append(_start("sandbox", [
         *CLI, "sandbox", "serve", "--host", host, "--port", str(args.port),
         "--conversations", str(args.conversations), "--days", str(args.days),
-        "--seed", str(args.seed), "--key-file", str(paths.keys),
+        "--seed", str(args.seed), "--until", until, "--key-file", str(paths.keys),
         "--webhook-archive", str(paths.history), "--rate-limit", "none",
     ], paths.logs / "sandbox.log"))  # fmt: skip
     _wait_ready(parts[-1], f"{url}/_sandbox/health", lambda r: r.status_code == 200)
@@ -333,25 +448,28 @@ def run_demo(args: argparse.Namespace, paths: Paths, parts: list[Part]) -> list[
         env={**os.environ, "CONVO_WEBHOOK_SECRET_FILE": str(paths.receiver_secret)}))  # fmt: skip
     _wait_ready(parts[-1], hook_url, lambda r: r.status_code < 500)
 
-    print("3. registering the receiver with the sandbox, then some live activity")
+    print("3. registering the receiver with the sandbox, then some live activity (at the "
+          "history's end, the same at every start)")  # fmt: skip
     auth = {"Authorization": f"Bearer {key}"}
     registration = {"url": hook_url, "events": ["*"], "secret": receiver_secret,
                     "description": "convo-analytics demo receiver"}  # fmt: skip
     httpx.post(f"{url}/v1/webhooks", headers=auth, timeout=30, json=registration
                ).raise_for_status()  # fmt: skip
     admin = {"Authorization": f"Bearer {key_file['adminToken']}"}
-    httpx.post(f"{url}/_sandbox/simulate", headers=admin, timeout=60,
-               json={"workspace": workspace, "newConversations": 25, "progress": 25},
+    live = {"workspace": workspace, "newConversations": LIVE_NEW, "progress": LIVE_PROGRESS,
+            "seed": args.seed, "at": until}  # fmt: skip
+    httpx.post(f"{url}/_sandbox/simulate", headers=admin, timeout=60, json=live
                ).raise_for_status()  # fmt: skip
     _wait_for_deliveries(paths.received)
 
     print(f"4. running the nightly pipeline once: convo run --config {paths.config}")
-    write_demo_config(paths, url)
+    write_demo_config(paths, url, last_day - timedelta(days=args.days))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVO_")}
     with (paths.logs / "run.log").open("wb") as log:
         done = subprocess.run([*CLI, "run", "--config", str(paths.config)], env=env,
                               stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-                              start_new_session=True)  # fmt: skip
+                              start_new_session=True,
+                              preexec_fn=_ends_with_the_demo())  # fmt: skip
     print("   " + done.stdout.decode(errors="replace").strip())  # the run's summary line
     if done.returncode:
         raise DemoError(f"convo run failed (exit {done.returncode}); its log: {log.name}")
@@ -363,16 +481,31 @@ def run_demo(args: argparse.Namespace, paths: Paths, parts: list[Part]) -> list[
         "--dir", str(paths.data / "published"),
     ], paths.logs / "dashboard.log"))  # fmt: skip
     _wait_ready(parts[-1], f"{dashboard_url}/_stcore/health", lambda r: r.status_code == 200)
-    return try_next(paths, url, hook_url, dashboard_url)
+    return try_next(paths, url, hook_url, dashboard_url, last_day)
 
 
 def _watch(parts: list[Part]) -> str:
-    """Block until a server ends by itself; its name."""
+    """Block until a server ends by itself (its name), or the demo is stopped."""
     while True:
+        _Parent.check()
         for part in parts:
             if part.proc.poll() is not None:
                 return part.name
         time.sleep(0.5)
+
+
+def _stop_all(parts: list[Part]) -> None:
+    """Stop every server, last started first; no signal cuts this short."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    for part in reversed(parts):
+        part.stop()
+
+
+def _say(text: str, file: IO[str] | None = None) -> None:
+    """Print, unless the terminal has gone (SIGHUP after a hang-up: nobody reads it)."""
+    with contextlib.suppress(OSError):
+        print(text, file=file or sys.stdout, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -384,32 +517,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=5000)
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--data-dir", type=Path, default=ROOT / "data", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--data-dir", type=Path, default=ROOT / "data", help="where it keeps all it makes"
+    )
     args = parser.parse_args(argv)
     paths = Paths(args.data_dir.resolve())
     parts: list[Part] = []
+    for sig in STOP_SIGNALS[1:]:  # SIGINT raises KeyboardInterrupt already
+        signal.signal(sig, _on_stop_signal)
     with terminal_foreground():
         try:
             for line in run_demo(args, paths, parts):
                 print(line)
             sys.stdout.flush()
             ended = _watch(parts)
-            print(f"the {ended} stopped by itself (its log: {paths.logs / (ended + '.log')}); "
-                  "stopping the rest")  # fmt: skip
+            _stop_all(parts)
+            _say(f"the {ended} stopped by itself (its log: {paths.logs / (ended + '.log')}); "
+                 "stopped the rest")  # fmt: skip
             return 1
-        except KeyboardInterrupt:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut cleanup
-            for part in reversed(parts):
-                part.stop()
-            print(f"\nstopped: {', '.join(p.name for p in parts) or 'nothing was running'}")
+        except (KeyboardInterrupt, Stopped):
+            _stop_all(parts)  # first: the terminal may be gone (SIGHUP)
+            _say(f"\nstopped: {', '.join(p.name for p in parts) or 'nothing was running'}")
             return 0
         except DemoError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            _stop_all(parts)
+            _say(f"error: {exc}", file=sys.stderr)
             return exc.code
         finally:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            for part in reversed(parts):
-                part.stop()
+            _stop_all(parts)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,38 @@ def test_serve_starts_prints_how_to_try_it_and_answers(tmp_path: Path) -> None:
         proc.wait(timeout=20)
 
 
+def test_a_second_sandbox_writes_its_own_key_file(tmp_path: Path) -> None:
+    """Two sandboxes with the default key file (the README's `--port 9787` next to another):
+    each writes the file of its port, so neither overwrites the other's keys."""
+    procs, watches = [], []
+    try:
+        for _ in range(2):
+            proc = subprocess.Popen(
+                [*CLI, "sandbox", "serve", "--port", "0", "--conversations", "20", "--days", "2"],
+                cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+            procs.append(proc)
+            watches.append(OutputWatcher(proc.stdout, "convo sandbox serve"))
+        files, keys = [], []
+        for watch in watches:
+            port = watch.wait_for(r"listening on http://127\.0\.0\.1:(\d+)").group(1)
+            path = watch.wait_for(r"keys and the admin token: (\S+)").group(1)
+            assert path == f"data/sandbox/keys-{port}.json", watch.text
+            key = re.search(r"API key: (sk_sandbox_\w+)", watch.text)
+            assert key, watch.text
+            files.append(tmp_path / path)
+            keys.append(key.group(1))
+        assert files[0] != files[1]
+        for path, key in zip(files, keys, strict=True):
+            assert orjson.loads(path.read_bytes())["workspaces"][0]["apiKey"] == key
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            proc.wait(timeout=20)
+
+
 def test_serve_refuses_a_busy_port_with_one_line(tmp_path: Path) -> None:
     import socket
 

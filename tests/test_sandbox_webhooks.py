@@ -164,3 +164,24 @@ def test_registration_validates_and_is_per_workspace(start_sandbox) -> None:  # 
         assert acme.get(f"/v1/webhooks/{hook['id']}").status_code == 404
     r = httpx.post(running.url + "/v1/webhooks", json={"url": "http://127.0.0.1/x"})
     assert r.status_code == 401
+
+
+def test_simulate_at_a_time_with_a_seed_makes_the_same_activity_each_time(start_sandbox) -> None:  # type: ignore[no-untyped-def]
+    """What `make demo` relies on for its restarts: two sandboxes of one history, the
+    same seed and `at`, make the same conversations at the same times."""
+    at = "2026-11-18T07:00:00Z"  # just before the history's end (conftest's UNTIL_MS)
+    body = {"workspace": "acme", "newConversations": 4, "progress": 3, "seed": 5, "at": at}
+    seen = []
+    for _ in range(2):
+        running: RunningSandbox = start_sandbox(conversations=30)
+        result = running.admin("/_sandbox/simulate", body)
+        with running.client() as c:
+            times = [c.get(f"/v1/conversations/{cid}").json()["updatedAt"]
+                     for cid in result["created"]]  # fmt: skip
+        seen.append((result, times))
+    assert seen[0] == seen[1] and len(seen[0][0]["created"]) == 4
+    # at `at`, not now (a reply may land its latency after it)
+    assert all("2026-11-18T06:49" <= t < "2026-11-18T07:01" for t in seen[0][1]), seen[0][1]
+    r = httpx.post(f"{running.url}/_sandbox/simulate", json={**body, "at": "yesterday"},
+                   headers={"Authorization": f"Bearer {running.sandbox.admin_token}"})  # fmt: skip
+    assert r.status_code == 422 and "ISO 8601" in r.text

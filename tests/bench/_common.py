@@ -31,7 +31,10 @@ from rich.console import Console
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parents[1]
-RESULTS_PATH = REPO_ROOT / "data" / "bench" / "results.json"
+#: Where benchmarks keep what they build once (archives, synthetic warehouses) and their
+#: results; BENCH_DATA_DIR moves it (tests/test_bench.py: a temporary folder).
+DATA_DIR = Path(os.environ.get("BENCH_DATA_DIR") or REPO_ROOT / "data" / "bench")
+RESULTS_PATH = DATA_DIR / "results.json"
 #: Benchmarks talk to this host only; :func:`local_client` refuses anything else.
 LOOPBACK = "127.0.0.1"
 
@@ -103,9 +106,19 @@ class BenchResult:
 
 @dataclass(frozen=True)
 class BenchContext:
-    """What every benchmark is given: whether to use the smaller --quick sizes."""
+    """What every benchmark is given: the sizes to run at.
+
+    Full sizes by default, smaller ones with ``--quick``, and the smallest with
+    ``--smoke``: each benchmark set up and run once, end to end, so that
+    tests/test_bench.py can show it still runs; smoke figures measure nothing.
+    """
 
     quick: bool
+    smoke: bool = False
+
+    def size(self, full: Any, quick: Any, smoke: Any) -> Any:
+        """The value for this run's sizes."""
+        return smoke if self.smoke else quick if self.quick else full
 
 
 #: The registry entry each bench module lists in ``BENCHES``: a name, and a callable

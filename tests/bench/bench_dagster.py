@@ -71,7 +71,7 @@ def bench_six_workspaces(ctx: BenchContext, report: Report) -> None:
     # At a rate limit, as a real night is: each workspace's extract waits on its own limit.
     # 100/min: even this small workspace waits on its limit most of its night (as a real one
     # does at any limit), rather than on the 2 cores the sandbox and the steps share here.
-    conversations, limit = (20, "100/min") if ctx.quick else (40, "100/min")
+    conversations, limit = ctx.size(40, 20, 5), ctx.size("100/min", "100/min", "none")
     report.sizes["workspaces"] = len(NAMES)
     report.sizes["conversations each"] = f"{conversations}, over 7 days"
     report.sizes["rate limit"] = f"{limit} per workspace (server and client)"
@@ -127,7 +127,7 @@ def bench_per_workspace(ctx: BenchContext, report: Report) -> None:
     from convo_analytics.warehouse import open_warehouse
 
     steps = {s.name: s for s in load_steps(ROOT / "pipelines" / "nightly.py")}
-    aimed = 10.0 if ctx.quick else 25.0
+    aimed = ctx.size(25.0, 10.0, 1.0)
     for spec, per_second in (("600/min", 10.0), ("100/min", 100 / 60)):
         n = max(10, int(per_second * aimed))
         with _sandbox(n, spec, ("acme",)) as server, tempfile.TemporaryDirectory() as tmp:
@@ -140,7 +140,7 @@ def bench_per_workspace(ctx: BenchContext, report: Report) -> None:
         report.sizes[f"extract at {spec}"] = f"{n} conversations"
         report.add(f"extract s per 1,000 conversations at {spec}", round(took / n * 1000, 1), "s")
         report.add(f"requests per conversation at {spec}", round(requests / n, 3))
-    n = 300 if ctx.quick else 2000
+    n = ctx.size(2000, 300, 50)
     report.sizes["transform and publish"] = f"one workspace of {n} conversations, 7 days"
     with _sandbox(n, "none", ("acme",)) as server, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -343,6 +343,26 @@ def child_bodies(conversations: int, out_dir: str) -> None:
     )
 
 
+def _as_run_sets_up(ext: Any, con: Any) -> None:
+    """What ``Extraction.run`` sets up before its first stream (connection, reader cursor,
+    workspace identity), for a child that calls the runner's ``_commit`` without ``run``.
+
+    Mirrors the start of ``Extraction.run``; tests/test_bench.py runs this benchmark, so
+    a change there that this misses fails a test rather than ``make bench``.
+    """
+    from convo_analytics.extract._workspace import WorkspaceIdentity
+    from convo_analytics.warehouse import defer_checkpoints
+
+    cfg = ext.config
+    ext.con = con
+    defer_checkpoints(con)
+    ext.reader = con.cursor()
+    ext.identity = WorkspaceIdentity(
+        con, cfg.workspace, configured=cfg.workspace_id, implicit=cfg.implicit_workspace,
+        base_url=cfg.base_url,
+    )  # fmt: skip
+
+
 def _read_lines(path: Path) -> list[bytes]:
     with path.open("rb") as f:
         return [line.rstrip(b"\n") for line in f]
@@ -361,7 +381,7 @@ def child_load(bodies_dir: str, db: str, mode: str) -> None:
     from convo_analytics.extract._runner import Extraction
     from convo_analytics.extract._schema_drift import SchemaTracker
     from convo_analytics.extract._streams import ExtractConfig
-    from convo_analytics.warehouse import RecordPaths, defer_checkpoints, open_warehouse
+    from convo_analytics.warehouse import RecordPaths, open_warehouse
 
     src = Path(bodies_dir)
     conv_pages = _read_lines(src / "conversations.jsonl")
@@ -378,14 +398,12 @@ def child_load(bodies_dir: str, db: str, mode: str) -> None:
     clock.install()
     config = ExtractConfig(base_url="http://127.0.0.1:9", api_key=KEY, db_path=Path(db))
     ext = Extraction(config)
-    ext.con = open_warehouse(Path(db))
-    defer_checkpoints(ext.con)  # as Extraction.run does
+    _as_run_sets_up(ext, open_warehouse(Path(db)))
     paths = RecordPaths("data", "id", "updatedAt")
     mark = datetime.now(UTC)
     plan: list[tuple[str, list[bytes], list[bytes]]] = [("conversations", conv_pages, details)]
     if lead_pages:
         plan.append(("leads", lead_pages, []))
-    ext.reader = ext.con.cursor()
     started = time.perf_counter()
     for name, pages, stream_details in plan:
         stream = ListStreamRun(ext, None, config.plan(name), StreamResult(name))  # type: ignore[arg-type]
@@ -565,7 +583,7 @@ def workdir() -> Iterator[Path]:
 
 def bench_extract_100k(ctx: BenchContext, report: Report) -> None:
     """``convo extract`` of every stream, rate limit lifted, into a fresh warehouse."""
-    n = 10_000 if ctx.quick else 100_000
+    n = ctx.size(100_000, 10_000, 300)
     report.sizes.update(
         {
             "conversations": n,
@@ -649,7 +667,7 @@ def bench_extract_100k(ctx: BenchContext, report: Report) -> None:
 
 def bench_load_only(ctx: BenchContext, report: Report) -> None:
     """The runner's _commit on stored response bodies: our loader with no HTTP at all."""
-    n = 10_000 if ctx.quick else 100_000
+    n = ctx.size(100_000, 10_000, 300)
     report.sizes.update(
         {
             "conversations": n,
@@ -742,7 +760,7 @@ def bench_rate_limits(ctx: BenchContext, report: Report) -> None:
 
     # Sized so that each run lasts about 30 s (15 s quick) after the burst: one detail
     # request per conversation, plus a few list pages and the summary.
-    seconds = 15.0 if ctx.quick else 30.0
+    seconds = ctx.size(30.0, 15.0, 1.0)
     report.sizes["aimed run length"] = f"~{seconds:g} s after the burst"
     report.sizes["streams"] = "conversations (+details), leads, summary"
     for spec in ("600/min", "100/min"):
@@ -860,7 +878,7 @@ def _ours_list_only(url: str, stream: str) -> dict[str, Any]:
 
 def bench_dlt(ctx: BenchContext, report: Report) -> None:
     """dlt's rest_api source (default settings) and our extractor on the same two lists."""
-    n = 10_000 if ctx.quick else 100_000
+    n = ctx.size(100_000, 10_000, 300)
     report.sizes.update({"conversations": n, "page size": PAGE_LIMIT, "rate limit": "none"})
     missing = dlt_missing()
     if missing:
@@ -999,8 +1017,8 @@ def bench_workspaces(ctx: BenchContext, report: Report) -> None:
     the client's CPU per request."""
     from convo_analytics.sandbox import RateLimitPolicy
 
-    count = 10 if ctx.quick else 50
-    conversations = 40 if ctx.quick else 120
+    count = ctx.size(50, 10, 2)
+    conversations = ctx.size(120, 40, 10)
     spec_rate = "600/min"
     policy = RateLimitPolicy.parse(spec_rate)
     assert policy is not None

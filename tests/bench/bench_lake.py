@@ -31,11 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import BenchContext, Report, emit, python_child
+from _common import DATA_DIR, BenchContext, Report, emit, python_child
 
 THIS = Path(__file__).resolve()
 ROOT = THIS.parents[2]
-FOLDER = ROOT / "data" / "bench"
+FOLDER = DATA_DIR
 WORKSPACES = 4
 
 
@@ -150,7 +150,7 @@ def bench_lake(ctx: BenchContext, report: Report) -> None:
     """Publish throughput into the lake: one process, several at once, DuckDB's COPY."""
     from transform_data import MESSAGES_PER_CONVERSATION, build_warehouse
 
-    conversations = 20_000 if ctx.quick else 200_000
+    conversations = ctx.size(200_000, 20_000, 200)
     FOLDER.mkdir(parents=True, exist_ok=True)
     source = FOLDER / f"lake-source-{conversations}.duckdb"
     db = FOLDER / f"lake-{WORKSPACES}ws-{conversations}.duckdb"

@@ -176,7 +176,7 @@ def count_lines(directory: Path) -> int:
 
 def bench_receiver(ctx: BenchContext, report: Report) -> None:
     """Acknowledged deliveries/s and p50/p99 acknowledgement latency at 1, 16 and 64."""
-    seconds = 3.0 if ctx.quick else 10.0
+    seconds = ctx.size(10.0, 3.0, 0.5)
     levels = (1, 16, 64, 200)
     secret = f"whsec_bench_{secrets.token_hex(12)}"
     deliveries = signed_deliveries(secret, POOL)
@@ -215,7 +215,11 @@ def bench_receiver(ctx: BenchContext, report: Report) -> None:
                 )
                 if set(statuses) != {200}:
                     report.note(f"{label}: statuses {dict(statuses)}")
-            acknowledged += _with_stalled_clients(ready["url"], deliveries, report)
+            stalled = (
+                ctx.size(STALLED, STALLED, 20),
+                ctx.size(STALLED_SECONDS, STALLED_SECONDS, 1.0),
+            )
+            acknowledged += _with_stalled_clients(ready["url"], deliveries, report, *stalled)
             child.stop(sig=0, timeout=30)
         final = next(
             (orjson.loads(s)["final"] for s in reversed(child.output) if s.startswith('{"final"')),
@@ -239,21 +243,25 @@ STALLED_SECONDS = 4.0
 
 
 def _with_stalled_clients(
-    url: str, deliveries: list[tuple[bytes, dict[str, str]]], report: Report
+    url: str,
+    deliveries: list[tuple[bytes, dict[str, str]]],
+    report: Report,
+    count: int = STALLED,
+    seconds: float = STALLED_SECONDS,
 ) -> int:
-    """Concurrency 200 while STALLED clients hold connections with half-sent headers."""
+    """Concurrency 200 while ``count`` clients hold connections with half-sent headers."""
     parts = urlsplit(check_local(url))
     stalled = []
     try:
-        for _ in range(STALLED):
+        for _ in range(count):
             sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
             sock.sendall(b"POST /webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
             stalled.append(sock)
-        elapsed, latencies, statuses = asyncio.run(drive(url, deliveries, 200, STALLED_SECONDS))
+        elapsed, latencies, statuses = asyncio.run(drive(url, deliveries, 200, seconds))
     finally:
         for sock in stalled:
             sock.close()
-    label = f"c=200, {STALLED} stalled clients connected"
+    label = f"c=200, {count} stalled clients connected"
     p99 = percentile(latencies, 99)
     report.add(f"{label}: acknowledged/s", rate(statuses[200], elapsed), "dlv/s")
     report.add(f"{label}: ack p99", p99 * 1000, "ms", target="< 2000 ms (issue 14)", ok=p99 < 2.0)

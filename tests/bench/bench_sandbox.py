@@ -192,7 +192,7 @@ def served(settings: dict[str, Any], startup_timeout: float, lifetime: float) ->
 
 def bench_build(ctx: BenchContext, report: Report) -> None:
     """History generation + indexing per size, each in a fresh process for a true peak RSS."""
-    sizes = [2_000, 10_000] if ctx.quick else [10_000, 100_000]
+    sizes = ctx.size([10_000, 100_000], [2_000, 10_000], [200])
     report.sizes.update({"conversations": "/".join(f"{n:,}" for n in sizes), "days": DAYS})
     report.sizes["workspaces"] = 1
     for n in sizes:
@@ -202,7 +202,7 @@ def bench_build(ctx: BenchContext, report: Report) -> None:
         ):
             data = child.json_line("build", timeout=240)["build"]
             child.stop(sig=0, timeout=30)
-        label = f"{n // 1000}k"
+        label = f"{n // 1000}k" if n >= 1000 else str(n)
         report.add(f"build {label}: total", data["seconds"], "s")
         report.add(f"build {label}: history generation", data["generate_seconds"], "s")
         report.add(f"build {label}: indexing", data["index_seconds"], "s")
@@ -271,7 +271,7 @@ def _cli_start_once(conversations: int) -> dict[str, Any]:
 
 def bench_cli_start(ctx: BenchContext, report: Report) -> None:
     """Launch of ``convo sandbox serve`` to a 200 from /_sandbox/health: the "under 5 s" claim."""
-    conversations, runs = 10_000, (1 if ctx.quick else 3)
+    conversations, runs = ctx.size(10_000, 10_000, 200), ctx.size(3, 1, 1)
     report.sizes.update({"conversations": conversations, "days": DAYS, "runs": runs})
     with tempfile.TemporaryDirectory(prefix="convo-bench-") as tmp, timed() as baseline:
         subprocess.run(
@@ -419,8 +419,8 @@ def _add_paging(report: Report, label: str, paging: Paging, expected: int) -> No
 
 def bench_http(ctx: BenchContext, report: Report) -> None:
     """Paging, detail fetches and the summary over real HTTP against a large sandbox."""
-    n = 10_000 if ctx.quick else 100_000
-    details, concurrency, summary_calls = (500 if ctx.quick else 2_000), 16, 5
+    n = ctx.size(100_000, 10_000, 300)
+    details, concurrency, summary_calls = ctx.size(2_000, 500, 20), 16, 5
     until = datetime.fromtimestamp(UNTIL_MS / 1000, UTC).date()
     frm = until - timedelta(days=DAYS - 1)
     report.sizes.update(
@@ -549,7 +549,7 @@ def bench_rate_limit(ctx: BenchContext, report: Report) -> None:
     """Drive each policy at exactly its allowed rate: a correct bucket answers 429 to none."""
     from convo_analytics.sandbox import RateLimitPolicy
 
-    seconds, conversations = (6.0 if ctx.quick else 20.0), 500
+    seconds, conversations = ctx.size(20.0, 6.0, 1.0), ctx.size(500, 500, 50)
     report.sizes.update({"conversations": conversations, "seconds per policy": seconds})
     for spec in ("600/min", "100/min"):
         policy = RateLimitPolicy.parse(spec)

@@ -30,12 +30,12 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from _common import BenchContext, Report, emit, memory_mib, python_child
+from _common import DATA_DIR, BenchContext, Report, emit, memory_mib, python_child
 from transform_data import MESSAGES_PER_CONVERSATION, apply_night, build_warehouse, warehouse_path
 
 THIS = Path(__file__).resolve()
 ROOT = THIS.parents[2]
-FOLDER = ROOT / "data" / "bench"
+FOLDER = DATA_DIR
 #: The last commit whose transform rebuilt every mart from the whole warehouse at once.
 ANCHOR_REV = "521519f91c229f46f225257e0819268b0a943784"
 AIM_FULL_MIB = 4096
@@ -227,13 +227,13 @@ def _size(ctx: BenchContext, report: Report, n: int, *, anchor: bool) -> float:
             f"{label}: incremental ({kind}), partitions rewritten",
             int(out["result"]["partitions"]["count"]),
         )
-    if anchor and not ctx.quick:
+    if anchor and (ctx.smoke or not ctx.quick):  # a smoke run checks it too: it is cheap
         again = _work_copy(db, f"check-{n}.duckdb")
         _transform(again, "full")
         same = _checksums(db) == _checksums(again)
         report.add(f"{label}: incremental marts equal a full rebuild's", same, "", "equal", same)
         again.unlink()
-    if n == (100_000 if ctx.quick else 1_000_000):
+    if n == ctx.size(1_000_000, 100_000, 2_000):
         _export(report, db)
     db.unlink()
     return seconds
@@ -259,7 +259,7 @@ def _export(report: Report, db: Path) -> None:
 
 def bench_transform(ctx: BenchContext, report: Report) -> None:
     """Full and incremental transforms at two sizes, the previous release as the anchor."""
-    small, large = (100_000, 500_000) if ctx.quick else (1_000_000, 5_000_000)
+    small, large = ctx.size((1_000_000, 5_000_000), (100_000, 500_000), (2_000, 4_000))
     report.sizes.update(
         {"conversations": f"{small:,} and {large:,}", "messages each": MESSAGES_PER_CONVERSATION}
     )

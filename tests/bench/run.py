@@ -6,7 +6,10 @@ given (so that the figures measured before a failure are still shown). To add
 a module, append its name to ``MODULES``. At the end a table sums up every
 figure, and the run is written to data/bench/results.json for comparisons.
 
-    uv run python tests/bench/run.py [--only NAME] [--quick] [--list]
+    uv run python tests/bench/run.py [--only NAME] [--quick | --smoke] [--list]
+
+``--smoke`` runs each benchmark once at its smallest sizes: what tests/test_bench.py
+does, so that a benchmark cannot break unseen. Its figures measure nothing.
 """
 
 from __future__ import annotations
@@ -64,6 +67,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="run only benchmarks whose name contains NAME (repeatable)",
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a quick look")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the smallest sizes: does each benchmark still run? (its figures measure nothing)",
+    )
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     return parser.parse_args(argv)
 
@@ -80,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no benchmark matches --only {' '.join(args.only or [])}", file=sys.stderr)
             return 2
         return 0
-    ctx = BenchContext(quick=args.quick)
-    mode = "quick sizes" if args.quick else "full sizes"
+    ctx = BenchContext(quick=args.quick or args.smoke, smoke=args.smoke)
+    mode = ctx.size("full sizes", "quick sizes", "smoke sizes (figures measure nothing)")
     console.print(f"running {len(benches)} benchmark(s), {mode}")
     results: list[BenchResult] = []
     started = time.perf_counter()
@@ -106,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - started
     console.rule()
     print_summary(results, total)
-    path = write_results(results, {"only": args.only, "quick": args.quick}, total)
+    path = write_results(
+        results, {"only": args.only, "quick": args.quick, "smoke": args.smoke}, total
+    )
     console.print(f"total wall time {total:.1f} s; results written to {path}")
     if interrupted:
         return 130

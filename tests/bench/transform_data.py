@@ -181,8 +181,10 @@ def warehouse_path(folder: Path, conversations: int) -> Path:
 def synthetic_warehouse(ctx: BenchContext, report: Report) -> tuple[Path, int]:
     """The readers' benchmarks' synthetic warehouse for this run's size (built once and
     kept), and that size."""
-    conversations = 100_000 if ctx.quick else 1_000_000
-    folder = ROOT / "data" / "bench"
+    from _common import DATA_DIR
+
+    conversations = ctx.size(1_000_000, 100_000, 2_000)
+    folder = DATA_DIR
     folder.mkdir(parents=True, exist_ok=True)
     db = warehouse_path(folder, conversations)
     if not db.exists():

@@ -167,7 +167,12 @@ def serve(
     webhook_archive: Archive = None,
     key_file: Annotated[
         Path | None,
-        typer.Option("--key-file", metavar="FILE", help="Write keys and admin token here (0600)."),
+        typer.Option(
+            "--key-file",
+            metavar="FILE",
+            help="Write keys and admin token here (0600); {port} becomes the port. "
+            + default_of("sandbox.key_file"),
+        ),
     ] = None,
     retry_schedule: Annotated[
         str | None,
@@ -250,7 +255,8 @@ def serve(
     actual_port = sock.getsockname()[1]
     url = f"http://{config.host}:{actual_port}"
     keys_path = settings.get_path("sandbox.key_file")
-    if keys_path is not None:
+    if keys_path is not None:  # one file per port: a second sandbox keeps its own keys
+        keys_path = Path(str(keys_path).replace("{port}", str(actual_port)))
         sandbox.write_key_file(keys_path)
     total = sum(len(ws.conversations) for ws in sandbox.workspaces.values())
     out.print(

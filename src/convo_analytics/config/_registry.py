@@ -434,8 +434,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "sandbox.key_file",
         Kind.PATH,
-        "data/sandbox/keys.json",
-        help="JSON file where the sandbox keeps its workspace API keys.",
+        "data/sandbox/keys-{port}.json",
+        help="JSON file where the sandbox keeps its workspace API keys; {port} becomes the "
+        "port it listens on, so that two sandboxes never overwrite each other's keys.",
     ),
     Setting(
         "sandbox.webhook_archive",

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from convo_analytics.sandbox._auth import bearer, sandbox_of
 from convo_analytics.sandbox._errors import ApiException
 from convo_analytics.sandbox._faults import FaultSettings
+from convo_analytics.sandbox._model import parse_iso_ms
 from convo_analytics.sandbox._ratelimit import RateLimitPolicy
 from convo_analytics.sandbox._routes_read import json_response
 from convo_analytics.sandbox._simulate import simulate
@@ -72,6 +73,9 @@ class SimulateRequest(BaseModel):
     newConversations: int = Field(default=0, ge=0, le=10_000)
     progress: int = Field(default=0, ge=0, le=10_000)
     seed: int | None = None
+    #: When the activity happens (ISO 8601); default now. With ``seed``, the same request
+    #: to a sandbox of the same history makes the same activity (``make demo`` restarts).
+    at: str | None = None
 
 
 @router.post("/simulate", dependencies=[Admin])
@@ -80,8 +84,16 @@ def run_simulation(request: Request, body: SimulateRequest) -> Response:
     ws = sandbox.workspaces.get(f"ws_{body.workspace}")
     if ws is None:
         raise ApiException(404, f"workspace {body.workspace!r} not found")
+    now_ms = int(time.time() * 1000)
+    if body.at is not None:
+        try:
+            now_ms = parse_iso_ms(body.at)
+        except ValueError:
+            raise ApiException(
+                422, f"at {body.at[:40]!r} is not an ISO 8601 time, e.g. 2026-11-18T09:00:00Z"
+            ) from None
     rng = random.Random(body.seed)
-    result = simulate(ws, int(time.time() * 1000), body.newConversations, body.progress, rng)
+    result = simulate(ws, now_ms, body.newConversations, body.progress, rng)
     return json_response(
         {"created": result.created, "changed": result.changed, "events": result.events}, request
     )

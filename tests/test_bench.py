@@ -1,0 +1,82 @@
+"""Every benchmark runs: each one set up and run once at its smallest sizes.
+
+``make bench`` is run by hand, so a benchmark that no longer ran (the two
+extraction benchmarks of issue 25 set up the runner without what ``run()``
+had come to set) went unseen until someone measured. Here each benchmark runs
+as ``make bench`` runs it (``tests/bench/run.py``, a child process), once,
+with ``--smoke`` (its smallest sizes: the figures measure nothing), its
+files in a temporary folder (``BENCH_DATA_DIR``). The dlt comparison needs
+the bench dependency group: ``make test-bench`` installs it and runs this
+file (CI does, after ``make test``; decision D-BENCH-SMOKE).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "tests" / "bench"
+
+pytestmark = pytest.mark.bench
+
+
+def _literal(path: Path, name: str) -> list[object]:
+    """The list assigned to ``name`` at the top of ``path`` (read, not imported: cheap
+    enough for collection, and it imports no benchmark's heavy dependencies)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            assert isinstance(node.value, ast.List), f"{path.name}: {name} is not a list"
+            return list(node.value.elts)
+    raise AssertionError(f"{path.name} has no {name}")
+
+
+def bench_names() -> list[str]:
+    """Every benchmark's name, in run.py's order: its MODULES, each one's BENCHES."""
+    names = []
+    for module in _literal(BENCH / "run.py", "MODULES"):
+        assert isinstance(module, ast.Constant)
+        for entry in _literal(BENCH / f"{module.value}.py", "BENCHES"):
+            assert isinstance(entry, ast.Tuple) and isinstance(entry.elts[0], ast.Constant)
+            names.append(str(entry.elts[0].value))
+    return names
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVO_")}
+    env["BENCH_DATA_DIR"] = str(tmp_path)
+    return env
+
+
+def test_every_benchmark_is_run_here(tmp_path: Path) -> None:
+    listed = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--list"], cwd=ROOT, env=_env(tmp_path),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert listed.stdout.split() == bench_names()
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", bench_names())
+def test_the_benchmark_runs_at_its_smallest_sizes(name: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--smoke", "--only", name], cwd=ROOT,
+        env=_env(tmp_path), capture_output=True, text=True, timeout=850,
+    )  # fmt: skip
+    output = (done.stdout + done.stderr)[-6000:]
+    results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))["results"]
+    assert [r["name"] for r in results] == [name], "--only matched other benchmarks: rename"
+    (result,) = results
+    assert result["error"] is None and done.returncode == 0, output
+    assert result["figures"], output
+    skipped = [f["value"] for f in result["figures"] if str(f["value"]).startswith("skipped")]
+    assert not skipped, f"{skipped}: install the bench group (make test-bench does)"
