@@ -466,7 +466,7 @@ def run_demo(args: argparse.Namespace, paths: Paths, parts: list[Part]) -> list[
     write_demo_config(paths, url, last_day - timedelta(days=args.days))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVO_")}
     with (paths.logs / "run.log").open("wb") as log:
-        done = subprocess.run([*CLI, "run", "--config", str(paths.config)], env=env,
+        done = subprocess.run([*CLI, "run", "--verbose", "--config", str(paths.config)], env=env,
                               stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
                               start_new_session=True,
                               preexec_fn=_ends_with_the_demo())  # fmt: skip
