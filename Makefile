@@ -62,11 +62,11 @@ test: install lint ## Lint, then run the whole test suite (needs Debian's chromi
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
 	  echo "make test needs PostgreSQL's server (Debian's packages) for the lake and Dagster tests:"; \
 	  echo "  sudo apt-get install -y postgresql     (.ci/run installs it)"; exit 1; }
-	$(RUN) pytest -n 2 --dist loadfile
+	$(UV) run --frozen --group bench pytest -n 2 --dist loadfile
 
-# Each benchmark once at its smallest sizes, with the bench group (dlt): a benchmark cannot
-# break unseen. Separate from `make test` to keep that under 15 minutes; .ci/run runs both.
-test-bench: install ## Check that every benchmark still runs (smallest sizes; needs postgresql)
+# Each benchmark once at its smallest sizes, with the bench group (dlt), so a benchmark cannot
+# break unseen: part of `make test`; this target runs only those.
+test-bench: install ## Check only that every benchmark still runs (smallest sizes; needs postgresql)
 	$(UV) sync --frozen --group bench
 	$(UV) run --frozen --group bench pytest -n 2 -m bench tests/test_bench.py
 

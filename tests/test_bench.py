@@ -6,8 +6,8 @@ had come to set) went unseen until someone measured. Here each benchmark runs
 as ``make bench`` runs it (``tests/bench/run.py``, a child process), once,
 with ``--smoke`` (its smallest sizes: the figures measure nothing), its
 files in a temporary folder (``BENCH_DATA_DIR``). The dlt comparison needs
-the bench dependency group: ``make test-bench`` installs it and runs this
-file (CI does, after ``make test``; decision D-BENCH-SMOKE).
+the bench dependency group: ``make test`` runs with it (``make test-bench``
+runs this file alone; decision D-BENCH-SMOKE).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ def test_every_bench_module_registers_its_benchmarks() -> None:
     )  # fmt: skip
     assert names.returncode == 0, names.stderr
     assert done.stdout.split() == json.loads(names.stdout)
-    assert "explore_limits" in done.stdout.split()
+    assert "query-limits" in done.stdout.split()
 
 
 def test_the_explore_limits_benchmark_starts(tmp_path: Path) -> None:

@@ -157,7 +157,7 @@ def bench_explore_limits(ctx: BenchContext, report: Report) -> None:
                "s")  # fmt: skip
 
 
-BENCHES = [("explore_limits", bench_explore_limits)]
+BENCHES = [("query-limits", bench_explore_limits)]
 
 
 if __name__ == "__main__":
