@@ -120,13 +120,13 @@ def test_a_workspace_needs_only_its_own_secrets(tmp_path: Path) -> None:
     assert b.client_secret is not None and b.client_secret.reveal() == "ocs_brand_b_secret"
     assert [s.reveal() for s in b.webhook_secrets] == ["whsec_b_1", "whsec_b_2"]
     assert [w.name for w in select_workspaces([a, b], ["brand-b"])] == ["brand-b"]
-    with pytest.raises(ConfigError, match="brand-a.*BRAND_A_KEY is not set"):
+    with pytest.raises(ConfigError, match=r"brand-a.*BRAND_A_KEY is not set"):
         assert a.api_key
-    with pytest.raises(ConfigError, match="brand-a.*BRAND_A_HOOKS is not set"):
+    with pytest.raises(ConfigError, match=r"brand-a.*BRAND_A_HOOKS is not set"):
         assert a.webhook_secrets
     (tmp_path / "b.secret").unlink()
     _, b = _load(tmp_path, text)
-    with pytest.raises(ConfigError, match="brand-b.*cannot read .*b.secret"):
+    with pytest.raises(ConfigError, match=r"brand-b.*cannot read .*b\.secret"):
         assert b.client_secret
 
 
