@@ -86,7 +86,7 @@ def estimate_records(
     if total is not None and total >= served:
         return total, f"as {total_source} says" if total_source else "as the service says"
     if not has_next:
-        return served, "one page"
+        return served, "all in the first page"
     if len(updated) < 2 or updated != sorted(updated):
         return None
     covered = (updated[-1] - updated[0]).total_seconds()
