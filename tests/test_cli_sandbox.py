@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import orjson
+import pytest
 
 from convo_analytics.webhooks import parse_archive_line, strip_signature, verify
 from process_support import OutputWatcher
@@ -67,6 +68,58 @@ def test_serve_starts_prints_how_to_try_it_and_answers(tmp_path: Path) -> None:
             headers={"Authorization": f"Bearer {key.group(1)}"},
         )
         assert r.status_code == 200 and len(r.json()["data"]) == 2
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+
+
+def _dollar_in_single_quotes(line: str) -> bool:
+    """Whether a shell line has a ``$`` inside single quotes (where it does not expand)."""
+    quote = None
+    for ch in line:
+        if ch in "'\"" and quote in (None, ch):
+            quote = None if quote == ch else ch
+        elif ch == "$" and quote == "'":
+            return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("flags", "env"),
+    [
+        (("--key-file", "keys.json"), {}),  # the key read from the key file
+        (("--key-file", ""), {"CONVO_API_KEY": "sk_test_given_0001"}),  # no key file
+    ],
+    ids=["key file", "no key file"],
+)
+def test_the_lines_to_try_run_as_printed_with_keys_given(
+    tmp_path: Path, flags: tuple[str, ...], env: dict[str, str]
+) -> None:
+    """With --workspace NAME:KEY the keys are not printed; each line under "try it" runs
+    in bash as printed (a variable in double quotes, never in single ones, where it
+    would not expand), in a new shell with only what the line says to set."""
+    proc = subprocess.Popen(
+        [*CLI, "sandbox", "serve", "--port", "0", "--conversations", "5", "--days", "2",
+         "--workspace", "acme:sk_test_given_0001", *flags],
+        cwd=tmp_path, env=_env(tmp_path), text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    watch = OutputWatcher(proc.stdout, "convo sandbox serve")
+    try:
+        watch.wait_for(r"curl .*/v1/analytics/summary")
+        text = watch.text
+        assert "sk_test_given_0001" not in text, "a key given is not printed"
+        commands = re.findall(r"^  (\S.*)$", text, re.M)
+        assert len(commands) == 3 - bool(env), text
+        assert not any(map(_dollar_in_single_quotes, commands)), commands
+        *setup, conversations, summary = commands
+        for curl in (conversations, summary):
+            done = subprocess.run(
+                ["bash", "-c", "\n".join([*setup, curl])], cwd=tmp_path, capture_output=True,
+                text=True, env={"PATH": os.environ["PATH"], **env}, timeout=60,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert '"workspaceId":"ws_acme"' in done.stdout, done.stdout[:300]
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)

@@ -109,6 +109,12 @@ name = "acme"
 base_url = "https://api.example.com"
 auth = { type = "oauth", client_id = "c" }
 """
+#: A workspace on a loopback port, for `convo sandbox serve --for-config` (its key: $LOCAL_KEY).
+LOCAL_TOML = """[[workspaces]]
+name = "acme"
+base_url = "http://127.0.0.1:18999"
+auth = { type = "api_key", key_env = "LOCAL_KEY" }
+"""
 PLAIN_ISSUER_TOML = OAUTH_TOML.replace('"c" }', '"c", issuer = "http://auth.example.com" }')
 PLAIN_BASE_TOML = OAUTH_TOML.replace("https://api", "http://api")
 _TOKEN = {"access_token": "a", "refresh_token": "r", "expires_at": 1,
@@ -159,6 +165,22 @@ CASES = [
     Case(("sandbox", "serve", "--port", BUSY), "cannot listen"),
     Case(("sandbox", "serve", "--workspace", "acme"), "NAME:KEY"),
     Case(("sandbox", "serve", "--until", "tomorrow"), "ISO 8601"),
+    # --for-config: a config's [[workspaces]] served (nothing written before the refusal)
+    Case(("sandbox", "serve", "--for-config", "prod.toml"), "not this sandbox",
+         files={"prod.toml": OAUTH_TOML}),
+    Case(("sandbox", "serve", "--for-config", "flat.toml"), "no [[workspaces]] to serve",
+         files={"flat.toml": '[service]\nrate_limit = "none"\n'}),
+    Case(("sandbox", "serve", "--for-config", "local.toml", "--workspace", "a:sk_test_1234"),
+         "exclude each other", files={"local.toml": LOCAL_TOML}),
+    Case(("sandbox", "serve", "--for-config", "local.toml", "--port", "18998"), "drop --port",
+         {"LOCAL_KEY": "sk_test_local_key"}, files={"local.toml": LOCAL_TOML}),
+    Case(("sandbox", "serve", "--for-config", "local.toml"), "$LOCAL_KEY, which is not set",
+         files={"local.toml": LOCAL_TOML}),
+    Case(("sandbox", "serve", "--for-config", "client.toml"), "the sandbox's clients are",
+         files={"client.toml": LOCAL_TOML.replace('"api_key", key_env = "LOCAL_KEY"',
+                                                  '"oauth", client_id = "c"')}),
+    Case(("--config", "other.toml", "sandbox", "serve", "--for-config", "local.toml"),
+         "name the config once", files={"local.toml": LOCAL_TOML, "other.toml": ""}),
     Case(("sandbox", "archive", "--out", "a.jsonl"), "CONVO_WEBHOOK_SECRET",
          unset=("CONVO_WEBHOOK_SECRET",)),
     Case(("webhooks", "serve"), "CONVO_WEBHOOK_SECRET", unset=("CONVO_WEBHOOK_SECRET",)),
@@ -223,6 +245,7 @@ class Outcome:
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outcome]]:
     """Every row run at once (each in its own empty folder), with a port held busy."""
+    tmp_path_factory.getbasetemp()  # made once here: the threads below would race to make it
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()

@@ -63,7 +63,6 @@ def test_no_table_is_the_flat_settings_as_one_workspace(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expect"),
     [
-        (TWO, "BRAND_A_KEY is not set"),
         (TWO.replace('"brand-b"', '"brand-a"'), "name 'brand-a' is used twice"),
         ('[[workspaces]]\nname = "x y"\n', "#1 name"),
         ('[[workspaces]]\nname = "a"\nauth = { type = "magic" }\n', "#1 auth"),
@@ -92,8 +91,9 @@ def test_serve_tokens_are_read_only_when_asked_and_readers_need_no_credentials(
     )
     (tmp_path / "convo.toml").write_text(text)
     settings = load_settings(tmp_path / "convo.toml", {}, {})
+    a, b = load_workspaces(settings)  # loaded without the key: read when used
     with pytest.raises(ConfigError, match="BRAND_A_KEY"):
-        load_workspaces(settings)  # an extraction needs the key
+        assert a.api_key  # an extraction needs the key
     a, b = load_workspaces(settings, resolve_secrets=False)
     assert a.api_key is None and a.webhook_secrets == ()
     assert [t.reveal() for t in serve_tokens(b, settings.environ)] == [
@@ -103,3 +103,32 @@ def test_serve_tokens_are_read_only_when_asked_and_readers_need_no_credentials(
         serve_tokens(a, settings.environ)
     assert "tok_" not in str(missing.value)
     assert [t.reveal() for t in serve_tokens(a, {"BRAND_A_SERVE_TOKENS": "tok_a"})] == ["tok_a"]
+
+
+def test_a_workspace_needs_only_its_own_secrets(tmp_path: Path) -> None:
+    """Loading reads no secret: each is read when a command first uses it, so brand-b's
+    command runs without brand-a's key, and a missing one is named when it is used
+    (decision D-WORKSPACE-SECRETS)."""
+    text = TWO.replace(
+        'scopes = ["leads:read"] }',
+        'scopes = ["leads:read"], client_secret_file = "b.secret" }\n'
+        'webhook_secrets_file = "b.hooks"',
+    )
+    (tmp_path / "b.secret").write_text("ocs_brand_b_secret\n")
+    (tmp_path / "b.hooks").write_text("whsec_b_1\nwhsec_b_2\n")
+    a, b = _load(tmp_path, text)  # neither BRAND_A_KEY nor BRAND_A_HOOKS is set
+    assert b.client_secret is not None and b.client_secret.reveal() == "ocs_brand_b_secret"
+    assert [s.reveal() for s in b.webhook_secrets] == ["whsec_b_1", "whsec_b_2"]
+    assert [w.name for w in select_workspaces([a, b], ["brand-b"])] == ["brand-b"]
+    with pytest.raises(ConfigError, match=r"brand-a.*BRAND_A_KEY is not set"):
+        assert a.api_key
+    with pytest.raises(ConfigError, match=r"brand-a.*BRAND_A_HOOKS is not set"):
+        assert a.webhook_secrets
+    (tmp_path / "b.secret").unlink()
+    _, b = _load(tmp_path, text)
+    with pytest.raises(ConfigError, match=r"brand-b.*cannot read .*b\.secret"):
+        assert b.client_secret
+    # what a table must name is still checked as it is loaded, whichever command runs
+    grant = text.replace('client_secret_file = "b.secret" }', 'grant = "client_credentials" }')
+    with pytest.raises(ConfigError, match="client_credentials grant needs a client secret"):
+        _load(tmp_path, grant)

@@ -67,30 +67,35 @@ def login_cmd(
 @auth_app.command("status")
 def status_cmd(
     ctx: typer.Context,
+    workspace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            metavar="NAME",
+            help="Only this workspace (repeatable); default: every one.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
 ) -> None:
-    """Each workspace's authentication: API key or OAuth, logged in, scopes, expiry (no tokens)."""
+    """Each workspace's authentication: API key or OAuth, logged in, scopes, expiry (no tokens).
+
+    A workspace whose secret is named but missing is shown not ready, with the variable
+    or file to set; the others are shown as they are.
+    """
     from convo_analytics.auth import TokenStore
-    from convo_analytics.config import load_workspaces
+    from convo_analytics.config import ConfigError, load_workspaces, select_workspaces
 
     settings = settings_from_context(ctx)
     store = TokenStore.from_settings(settings)
     store.workspaces()  # a malformed file is one line, not a guess; each entry is read below
     rows = []
-    for ws in load_workspaces(settings):
+    for ws in select_workspaces(load_workspaces(settings), list(workspace or ())):
         row: dict[str, object] = {"workspace": ws.name, "base_url": ws.base_url}
-        if not ws.uses_oauth:
-            row.update(auth="api_key", ready=ws.api_key is not None)
-        else:
-            token = store.get(ws.name) or {}
-            grant = getattr(ws.auth, "grant", "")
-            expires = token.get("expires_at")
-            row.update(
-                auth=f"oauth ({grant})",
-                ready=grant == "client_credentials" or bool(token.get("refresh_token")),
-                scope=token.get("scope"),
-                access_expires_in=int(float(expires) - time.time()) if expires else None,
-            )
+        try:
+            row.update(_status(ws, store))
+        except ConfigError as exc:  # its secret is missing: say which, show the others
+            row.update(ready=False, problem=str(exc))
         rows.append(row)
     if as_json:
         sys.stdout.write(orjson.dumps({"workspaces": rows}).decode() + "\n")
@@ -98,6 +103,24 @@ def status_cmd(
     for row in rows:
         details = ", ".join(f"{k} {v}" for k, v in row.items() if k not in ("workspace",))
         typer.echo(f"{row['workspace']}: {details}")
+
+
+def _status(ws: WorkspaceConfig, store: TokenStore) -> dict[str, object]:
+    """How ``ws`` authenticates and whether it can (reads its own secret only)."""
+    if not ws.uses_oauth:
+        return {"auth": "api_key", "ready": ws.api_key is not None}
+    token = store.get(ws.name) or {}
+    grant = getattr(ws.auth, "grant", "")
+    expires = token.get("expires_at")
+    ready = bool(token.get("refresh_token"))
+    if grant == "client_credentials":
+        ready = ws.client_secret is not None
+    return {
+        "auth": f"oauth ({grant})",
+        "ready": ready,
+        "scope": token.get("scope"),
+        "access_expires_in": int(float(expires) - time.time()) if expires else None,
+    }
 
 
 @auth_app.command("logout")

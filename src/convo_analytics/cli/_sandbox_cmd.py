@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import secrets
+import shlex
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,6 +16,7 @@ from rich.console import Console
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._errors import listening_socket
 from convo_analytics.cli._options import PLAIN_HELP, default_of, setting_option
+from convo_analytics.cli._sandbox_workspaces import ServedWorkspaces, shown_path
 from convo_analytics.config import Settings
 from convo_analytics.errors import UserError
 
@@ -71,15 +74,17 @@ Archive = Annotated[
 ]
 
 
-def _sandbox_settings(settings: Settings, extra: dict[str, Any]) -> Any:
+def _sandbox_settings(
+    settings: Settings, extra: dict[str, Any], served: ServedWorkspaces | None = None
+) -> Any:
     from convo_analytics.sandbox import FaultSettings, SandboxSettings
     from convo_analytics.sandbox._model import parse_iso_ms
     from convo_analytics.sandbox._oauth import OAuthSettings
 
-    workspaces = []
-    entries = extra["workspace"] or [
+    workspaces = list(served.keys) if served is not None else []
+    entries = [] if served is not None else extra["workspace"] or [
         s.reveal() for s in settings.get_secret_list("sandbox.workspaces")
-    ]
+    ]  # fmt: skip
     for entry in entries:
         name, sep, key = entry.partition(":")
         if not sep or not name or not key:
@@ -97,8 +102,8 @@ def _sandbox_settings(settings: Settings, extra: dict[str, Any]) -> Any:
                 "use e.g. 2026-11-18T00:00:00Z"
             ) from None
     result = SandboxSettings(
-        host=settings.get_str("sandbox.host"),
-        port=settings.get_int("sandbox.port"),
+        host=served.host if served is not None else settings.get_str("sandbox.host"),
+        port=served.port if served is not None else settings.get_int("sandbox.port"),
         seed=settings.get_int("sandbox.seed"),
         conversations=settings.get_int("sandbox.conversations"),
         days=settings.get_int("sandbox.days"),
@@ -123,6 +128,7 @@ def _sandbox_settings(settings: Settings, extra: dict[str, Any]) -> Any:
             auto_approve=settings.get_bool("sandbox.oauth_auto_approve"),
             access_token_seconds=settings.get_int("sandbox.oauth_token_seconds"),
         ),
+        client_secrets=dict(served.client_secrets) if served is not None else {},
     )
     try:
         result.validate()
@@ -170,8 +176,8 @@ def serve(
         typer.Option(
             "--key-file",
             metavar="FILE",
-            help="Write keys and admin token here (0600); {port} becomes the port. "
-            + default_of("sandbox.key_file"),
+            help="Write keys and admin token here (0600); {port} becomes the port; '' for "
+            "none. " + default_of("sandbox.key_file"),
         ),
     ] = None,
     retry_schedule: Annotated[
@@ -223,32 +229,51 @@ def serve(
             help="Approve OAuth logins at once (tests, the demo), or show the consent page.",
         ),
     ] = None,
+    for_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--for-config",
+            metavar="FILE",
+            help="Serve this convo.toml's [[workspaces]] on the port of their base_url, "
+            "with its [sandbox] settings, writing each API key or client secret where the "
+            "file reads it (e.g. examples/workspaces.toml).",
+        ),
+    ] = None,
 ) -> None:
-    """Generate a workspace history and serve the whole read side over HTTP."""
-    settings = settings_from_context(
-        ctx,
-        {
-            "sandbox.host": host,
-            "sandbox.port": port,
-            "sandbox.seed": seed,
-            "sandbox.conversations": conversations,
-            "sandbox.days": days,
-            "sandbox.rate_limit": rate_limit,
-            "sandbox.webhook_archive": webhook_archive,
-            "sandbox.key_file": key_file,
-            "sandbox.webhook_retry_schedule": retry_schedule,
-            "sandbox.fault_5xx_rate": fault_5xx_rate,
-            "sandbox.fault_slow_rate": fault_slow_rate,
-            "sandbox.fault_slow_seconds": fault_slow_seconds,
-            "sandbox.fault_drop_rate": fault_drop_rate,
-            "sandbox.oauth_auto_approve": oauth_auto_approve,
-        },
-    )
-    config = _sandbox_settings(settings, {"workspace": workspace, "until": until})
+    """Generate a workspace history and serve the whole read side over HTTP.
+
+    With --for-config FILE: the workspaces of FILE, each with the key its config
+    reads, so that `convo --config FILE extract` reads this sandbox.
+    """
+    overrides: dict[str, object] = {
+        "sandbox.host": host,
+        "sandbox.port": port,
+        "sandbox.seed": seed,
+        "sandbox.conversations": conversations,
+        "sandbox.days": days,
+        "sandbox.rate_limit": rate_limit,
+        "sandbox.webhook_archive": webhook_archive,
+        # --key-file '' writes none (a Path of "" is the current folder)
+        "sandbox.key_file": "" if key_file is not None and str(key_file) == "." else key_file,
+        "sandbox.webhook_retry_schedule": retry_schedule,
+        "sandbox.fault_5xx_rate": fault_5xx_rate,
+        "sandbox.fault_slow_rate": fault_slow_rate,
+        "sandbox.fault_slow_seconds": fault_slow_seconds,
+        "sandbox.fault_drop_rate": fault_drop_rate,
+        "sandbox.oauth_auto_approve": oauth_auto_approve,
+    }
+    served = None
+    if for_config is None:
+        settings = settings_from_context(ctx, overrides)
+    else:
+        settings, served = _for_config(ctx, for_config, overrides, workspace)
+    config = _sandbox_settings(settings, {"workspace": workspace, "until": until}, served)
     from convo_analytics.sandbox import Sandbox, create_app, write_history_archive
 
     out = Console(highlight=False, soft_wrap=True)
     sock = listening_socket(config.host, config.port)
+    if served is not None:  # where the config reads them, once the sandbox can listen
+        served.write()
     started = time.perf_counter()
     sandbox = Sandbox(config)
     built = time.perf_counter() - started
@@ -281,16 +306,14 @@ def serve(
     if sandbox.generated_key is not None:
         out.print(f"workspace 'demo' API key: {sandbox.generated_key}")
     if keys_path is not None:
-        out.print(f"keys and the admin token: {keys_path}")
-    example_key = sandbox.generated_key or "$CONVO_API_KEY"
-    out.print(
-        f"try: curl -H 'Authorization: Bearer {example_key}' '{url}/v1/conversations?limit=2'"
-    )
-    today = datetime.now(UTC).date().isoformat()
-    out.print(
-        f"     curl -H 'Authorization: Bearer {example_key}' "
-        f"'{url}/v1/analytics/summary?from={today[:8]}01&to={today}'"
-    )
+        out.print(f"keys and the admin token: {shown_path(keys_path)}")
+    if served is not None:
+        for line in [*served.lines, "then, in another shell:"]:
+            out.print(line, markup=False)
+        for command in served.commands:
+            out.print(f"  {command}", markup=False)
+    for line in _try_lines(url, sandbox.generated_key, served, keys_path):
+        out.print(line, markup=False)
     import uvicorn
 
     server = uvicorn.Server(
@@ -299,6 +322,65 @@ def serve(
         )
     )
     server.run(sockets=[sock])
+
+
+def _for_config(
+    ctx: typer.Context, path: Path, overrides: Mapping[str, object], workspace: list[str] | None
+) -> tuple[Settings, ServedWorkspaces]:
+    """``--for-config FILE``: the settings of FILE and the workspaces to serve for it."""
+    from convo_analytics.cli._app import CliState
+    from convo_analytics.cli._sandbox_workspaces import workspaces_to_serve
+    from convo_analytics.config import load_settings, load_workspaces
+
+    state = ctx.find_object(CliState)
+    if state is not None and state.config_path is not None and state.config_path != path:
+        raise UserError(
+            f"--for-config {path} and convo --config {state.config_path}: name the config "
+            "once (--for-config is the config this sandbox reads)"
+        )
+    if workspace:
+        raise UserError(
+            "--workspace and --for-config exclude each other: the config's [[workspaces]] "
+            "are the ones served"
+        )
+    settings = load_settings(path, overrides)
+    served = workspaces_to_serve(
+        settings, load_workspaces(settings, resolve_secrets=False), str(path)
+    )
+    for name, given in (("sandbox.port", served.port), ("sandbox.host", served.host)):
+        resolved = settings.resolved(name)
+        if resolved.source.value != "default" and resolved.value not in (given, 0):
+            flag = "--" + name.split(".")[1]
+            raise UserError(
+                f"{flag} {resolved.value} ({resolved.origin}): the workspaces of {path} are at "
+                f"{served.host}:{served.port} (their base_url); drop {flag} or change base_url"
+            )
+    return settings, served
+
+
+def _try_lines(
+    url: str, generated: str | None, served: ServedWorkspaces | None, keys_path: Path | None
+) -> list[str]:
+    """Two `curl` lines to try, each copy-pasteable into bash or zsh as printed: a generated
+    key written out (sandbox keys are test credentials), else a shell expression that
+    reads the key (``$(cat FILE)`` in double quotes), never a variable in single quotes."""
+    today = datetime.now(UTC).date().isoformat()
+    paths = ("/v1/conversations?limit=2", f"/v1/analytics/summary?from={today[:8]}01&to={today}")
+    lines = ["try it:"]
+    if generated is not None:
+        header = shlex.quote(f"Authorization: Bearer {generated}")
+    else:
+        expression = served.key_expression if served is not None else None
+        if expression is None and keys_path is not None:
+            read = 'import json,sys; print(json.load(open(sys.argv[1]))["workspaces"][0]["apiKey"])'
+            lines.append(f"  KEY=$(python3 -c {shlex.quote(read)} {shown_path(keys_path)})")
+            expression = "$KEY"
+        if expression is None:  # no key file: the keys given on the command line
+            lines[0] = "try it (with CONVO_API_KEY set to one of the --workspace keys):"
+            expression = "$CONVO_API_KEY"
+        header = f'"Authorization: Bearer {expression}"'
+    lines += [f"  curl -H {header} {shlex.quote(url + path)}" for path in paths]
+    return lines
 
 
 def _add_to_key_file(path: Path, values: dict[str, str]) -> None:

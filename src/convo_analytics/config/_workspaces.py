@@ -8,15 +8,22 @@ how it authenticates (an API key, or an OAuth 2.0 grant), its rate limit and
 its webhook secrets. A configuration without ``[[workspaces]]`` is one
 workspace made of the flat settings (``service.*``, ``webhooks.secret``),
 so a single-workspace setup keeps working unchanged.
+
+A workspace's secrets (its API key, client secret, webhook secrets) are read
+when a command first uses them, not when the config is loaded: a command
+about one workspace (``convo auth login --workspace brand-b``, ``convo
+extract --workspace brand-b``) runs without the variables and files of the
+others (decision D-WORKSPACE-SECRETS). A secret that is named but missing is
+a ConfigError at that first use, naming the variable or file.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -29,6 +36,7 @@ from convo_analytics.config._urls import url_secret
 __all__ = [
     "DEFAULT_WORKSPACE",
     "ApiKeyAuth",
+    "Deferred",
     "OAuthAuth",
     "WorkspaceConfig",
     "WorkspaceSpec",
@@ -109,17 +117,59 @@ class WorkspaceSpec(_Spec):
         return value
 
 
-@dataclass(frozen=True)
+_T = TypeVar("_T")
+
+
+class Deferred(Generic[_T]):
+    """A secret the config names (a variable or a file), read when it is first used."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, read: Callable[[], _T]) -> None:
+        self.read = read
+
+
+class _SecretField(Generic[_T]):
+    """A field of :class:`WorkspaceConfig` holding a secret: given as a value (tests, code
+    that holds it), or as a :class:`Deferred`, read on first access and kept. A dataclass
+    field whose default is a descriptor: ``__init__`` stores through ``__set__``."""
+
+    def __init__(self, default: _T) -> None:
+        self.default = default
+        self.slot = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}_value"
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _T: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> _T: ...
+    def __get__(self, obj: object | None, owner: type) -> _T:
+        if obj is None:  # the class's own access: the field's default
+            return self.default
+        value = obj.__dict__.get(self.slot, self.default)
+        if isinstance(value, Deferred):
+            value = value.read()
+            obj.__dict__[self.slot] = value
+        return value  # type: ignore[no-any-return]
+
+    def __set__(self, obj: object, value: _T | Deferred[_T]) -> None:
+        obj.__dict__[self.slot] = value
+
+
+@dataclass(frozen=True, eq=False)
 class WorkspaceConfig:
-    """A workspace as every stage sees it (secrets resolved, never shown)."""
+    """A workspace as every stage sees it: its secrets are read when first used (see the
+    module docstring), never shown."""
 
     name: str
     base_url: str
     rate_limit: str
     auth: ApiKeyAuth | OAuthAuth | None
-    api_key: Secret | None = None
-    client_secret: Secret | None = None
-    webhook_secrets: tuple[Secret, ...] = ()
+    api_key: _SecretField[Secret | None] = _SecretField(None)
+    client_secret: _SecretField[Secret | None] = _SecretField(None)
+    webhook_secrets: _SecretField[tuple[Secret, ...]] = _SecretField(())
     #: Where its webhook secrets are set (``$ACME_HOOKS`` or a file), for messages.
     webhook_secrets_from: str = ""
     workspace_id: str | None = None
@@ -185,33 +235,46 @@ def _workspace(
     base_dir: Path | None,
     resolve_secrets: bool = True,
 ) -> WorkspaceConfig:
+    """The workspace of one table. What the table must name is checked now; the secrets
+    it names are read on first use (``resolve_secrets=False``: never)."""
     where = f"workspace {spec.name!r}"
 
     def path(p: Path | None) -> Path | None:
         return p if p is None or p.is_absolute() or base_dir is None else base_dir / p
 
-    api_key = client_secret = None
+    def secret(what: str, env_name: str | None, file: Path | None) -> Deferred[Secret | None]:
+        return Deferred(lambda: _read_secret(f"{where} {what}", env_name, path(file), environ))
+
+    api_key: Secret | Deferred[Secret | None] | None = None
+    client_secret: Secret | Deferred[Secret | None] | None = None
     auth = spec.auth
-    if isinstance(auth, ApiKeyAuth) and resolve_secrets:
-        api_key = _read_secret(f"{where} auth.key_env/key_file", auth.key_env,
-                               path(auth.key_file), environ)  # fmt: skip
-        if api_key is None:
+    if isinstance(auth, ApiKeyAuth):
+        if not (auth.key_env or auth.key_file):
             raise ConfigError(f"{where}: auth type api_key needs key_env or key_file")
-    elif isinstance(auth, OAuthAuth) and resolve_secrets:
-        client_secret = _read_secret(f"{where} auth.client_secret_env/_file",
-                                     auth.client_secret_env, path(auth.client_secret_file),
-                                     environ)  # fmt: skip
-        if auth.grant == "client_credentials" and client_secret is None:
-            raise ConfigError(f"{where}: the client_credentials grant needs a client secret")
-    elif auth is None and resolve_secrets:
+        if resolve_secrets:
+            api_key = secret("auth.key_env/key_file", auth.key_env, auth.key_file)
+    elif isinstance(auth, OAuthAuth):
+        named = bool(auth.client_secret_env or auth.client_secret_file)
+        if auth.grant == "client_credentials" and not named:
+            raise ConfigError(
+                f"{where}: the client_credentials grant needs a client secret "
+                "(client_secret_env or client_secret_file)"
+            )
+        if resolve_secrets and named:
+            client_secret = secret("auth.client_secret_env/_file", auth.client_secret_env,
+                                   auth.client_secret_file)  # fmt: skip
+    elif resolve_secrets:
         api_key = settings.get_secret("service.api_key")
-    secrets: tuple[Secret, ...] = ()
-    hooks = None
-    if resolve_secrets:
-        hooks = _read_secret(f"{where} webhook_secrets_env/_file", spec.webhook_secrets_env,
-                             path(spec.webhook_secrets_file), environ)  # fmt: skip
-    if hooks is not None:
-        secrets = hooks.parts()
+    hooks: tuple[Secret, ...] | Deferred[tuple[Secret, ...]] = ()
+    if resolve_secrets and (spec.webhook_secrets_env or spec.webhook_secrets_file):
+        read_hooks = secret("webhook_secrets_env/_file", spec.webhook_secrets_env,
+                            spec.webhook_secrets_file)  # fmt: skip
+
+        def parts() -> tuple[Secret, ...]:
+            found = read_hooks.read()
+            return found.parts() if found is not None else ()
+
+        hooks = Deferred(parts)
     return WorkspaceConfig(
         name=spec.name,
         base_url=(spec.base_url or settings.get_str("service.base_url")).rstrip("/"),
@@ -219,7 +282,7 @@ def _workspace(
         auth=auth,
         api_key=api_key,
         client_secret=client_secret,
-        webhook_secrets=secrets,
+        webhook_secrets=hooks,
         webhook_secrets_from=(
             f"${spec.webhook_secrets_env}"
             if spec.webhook_secrets_env
@@ -237,9 +300,11 @@ def load_workspaces(settings: Settings, *, resolve_secrets: bool = True) -> list
     """Every configured workspace, in order; one implicit workspace without ``[[workspaces]]``.
 
     Raises ConfigError (one line per problem) for a malformed table, a repeated
-    name, or a secret that is named but missing. Readers of the warehouse (exports,
-    `convo serve`) pass ``resolve_secrets=False``: they need names and ids, not the
-    service's credentials, so they run without them.
+    name, or an auth that names no secret where it needs one. The secrets are read
+    when first used (a missing one is a ConfigError then), so a command about one
+    workspace needs none of the others'. Readers of the warehouse (exports, `convo
+    serve`) pass ``resolve_secrets=False``: they need names and ids, not the
+    service's credentials, which are then never read.
     """
     raw = settings.tables("").get("workspaces")
     environ = settings.environ

@@ -81,6 +81,14 @@ class AdaptiveLimiter:
             else:
                 self._tokens -= 1.0
 
+    def seconds_for(self, requests: int) -> float | None:
+        """How long ``requests`` more requests take at the pace this limiter keeps, its
+        burst spent first (the service's answer times not counted); None when it keeps
+        none (no rate limit configured)."""
+        if self.policy is None:
+            return None
+        return max(0.0, requests - self.capacity) / self.target
+
     async def wait(self, seconds: float) -> None:
         """Sleep on the limiter's clock (retries back off through it, so tests can fake time)."""
         await self._sleep(seconds)

@@ -26,6 +26,7 @@ import httpx
 import orjson
 
 from convo_analytics.extract._detail import DetailReader
+from convo_analytics.extract._estimate import ANNOUNCE_SECONDS, estimate_records, estimate_stream
 from convo_analytics.extract._http import ServiceClient
 from convo_analytics.extract._paging import (
     PageRequest,
@@ -345,11 +346,16 @@ class ListStreamRun:
                     if updated:
                         newest = max(updated)
                         previous_max = newest if previous_max is None else max(previous_max, newest)
-                    details = await self._details(records, fields)
+                    wanted = self._needing_detail(records, fields) if self.details else []
+                    if not result.records:  # the first page: is this stream a long one?
+                        self._announce(paginator, len(records), len(wanted), updated)
+                    details = await self._details(records, fields, wanted)
                     batch.add(response.content, details, len(records), updated)
                     result.records += len(records)
                     self.run.progress.update(
-                        self.name, records=result.records, requests=result.stats.requests
+                        self.run.prefix + self.name,
+                        records=result.records,
+                        requests=result.stats.requests,
                     )
                     due = time.monotonic() - batch.opened >= cfg.batch_seconds
                     if batch.records >= cfg.batch_records or due or fetch is None:
@@ -386,6 +392,28 @@ class ListStreamRun:
         result.drift = tracker.finish()
         self._check_columns()
         result.shape = self.typed.describe(paginator, fields, envelope, self.details)
+
+    def _announce(
+        self, paginator: Paginator, served: int, detailed: int, updated: list[datetime]
+    ) -> None:
+        """After the first page: the line saying how long the stream will take, when its
+        rate limit makes it long (``_estimate``; decision D-EXTRACT-ESTIMATE)."""
+        until = self.run.started
+        if self.cfg.mode == "backfill" and self.cfg.backfill_to is not None:
+            until = min(until, self.cfg.backfill_to)
+        found = estimate_records(served, paginator.has_next_page, paginator.total,
+                                 paginator.total_source, updated, until)  # fmt: skip
+        if found is None:
+            return
+        estimate = estimate_stream(
+            *found,
+            page_records=served,
+            detail_share=detailed / served if served else 0.0,
+            seconds_for=self.client.limiter.seconds_for,
+        )
+        if estimate is not None and estimate.seconds >= ANNOUNCE_SECONDS:
+            stream = self.run.prefix + self.name
+            self.run.progress.note(stream, estimate.line(stream, self.cfg.rate_limit))
 
     def _field_overrides(self) -> dict[str, str]:
         plan = self.plan
@@ -477,13 +505,14 @@ class ListStreamRun:
 
     # -- details ---------------------------------------------------------------------
 
-    async def _details(self, records: list[dict[str, Any]], fields: FieldMap) -> list[bytes]:
-        """Fetch the details of the listed records that are new or changed."""
+    async def _details(
+        self, records: list[dict[str, Any]], fields: FieldMap, wanted: list[str]
+    ) -> list[bytes]:
+        """Fetch the details of the listed records that are new or changed (``wanted``)."""
         if self.details is None:
             if not self.typed.decided:
                 self.typed.decide(records, [])
             return []
-        wanted = self._needing_detail(records, fields)
         semaphore = asyncio.Semaphore(self.cfg.detail_concurrency)
         reader = self.details
 

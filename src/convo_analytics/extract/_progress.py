@@ -24,11 +24,15 @@ log = logging.getLogger("convo.extract")
 class ProgressSink(Protocol):
     def start(self, stream: str, total: int | None = None) -> None: ...
     def update(self, stream: str, *, records: int, requests: int) -> None: ...
+    def note(self, stream: str, line: str) -> None: ...
     def finish(self, stream: str, summary: str) -> None: ...
 
 
 class NoProgress:
     def start(self, stream: str, total: int | None = None) -> None:
+        pass
+
+    def note(self, stream: str, line: str) -> None:
         pass
 
     def update(self, stream: str, *, records: int, requests: int) -> None:
@@ -62,6 +66,10 @@ class LogProgress:
                 requests,
                 requests / elapsed,
             )
+
+    def note(self, stream: str, line: str) -> None:
+        """One line worth saying once (the expected duration of a long stream)."""
+        log.info("%s", line)
 
     def finish(self, stream: str, summary: str) -> None:
         log.info("%s: %s", stream, summary)
@@ -107,6 +115,10 @@ class BarProgress:
         self._progress.update(
             self._tasks[stream], completed=records, requests=requests, rate=requests / elapsed
         )
+
+    def note(self, stream: str, line: str) -> None:
+        """Printed above the bars."""
+        self._progress.console.print(line, markup=False, highlight=False)
 
     def finish(self, stream: str, summary: str) -> None:
         task = self._tasks.get(stream)

@@ -54,6 +54,8 @@ class SandboxSettings:
     blocked_terms: tuple[str, ...] = ()
     #: The OAuth 2.0 authorization server's behaviour (token lifetimes, auto-approval).
     oauth: OAuthSettings = field(default_factory=OAuthSettings)
+    #: Secrets of the confidential clients ``svc-NAME`` (by client id); the rest generated.
+    client_secrets: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
         RateLimitPolicy.parse(self.rate_limit)
@@ -141,7 +143,8 @@ class Sandbox:
             clients.append(
                 OAuthClient(
                     client_id=f"svc-{ws.name}",
-                    client_secret=f"ocs_{secrets.token_urlsafe(24)}",
+                    client_secret=self.settings.client_secrets.get(f"svc-{ws.name}")
+                    or f"ocs_{secrets.token_urlsafe(24)}",
                     redirect_uris=("http://127.0.0.1/callback",),
                     grant_types=("authorization_code", "refresh_token", "client_credentials"),
                     workspace_id=ws.id,
