@@ -183,7 +183,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
 
 
 @settings(
-    max_examples=4,
+    max_examples=2,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
