@@ -37,6 +37,7 @@ from _common import (
     Report,
     child_env,
     emit,
+    extract_source,
     memory_mib,
     python_child,
     rate,
@@ -158,7 +159,7 @@ def previous_code(folder: Path) -> tuple[str, Path]:
         ref = "main" if main and main != head else "HEAD~1"
     commit = git("rev-parse", f"{ref}^{{commit}}").decode().strip()
     with tarfile.open(fileobj=io.BytesIO(git("archive", commit, "src"))) as tar:
-        tar.extractall(folder, filter="data")
+        extract_source(tar, folder)
     return commit, folder / "src"
 
 

@@ -30,7 +30,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from _common import DATA_DIR, BenchContext, Report, emit, memory_mib, python_child
+from _common import DATA_DIR, BenchContext, Report, emit, extract_source, memory_mib, python_child
 from transform_data import MESSAGES_PER_CONVERSATION, apply_night, build_warehouse, warehouse_path
 
 THIS = Path(__file__).resolve()
@@ -171,7 +171,7 @@ def _anchor_source() -> Path | None:
         archive.unlink(missing_ok=True)
         return None
     with tarfile.open(archive) as tar:
-        tar.extractall(folder, filter="data")
+        extract_source(tar, folder)
     archive.unlink()
     return folder / "src"
 
