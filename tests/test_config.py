@@ -7,13 +7,15 @@ import json
 import pickle
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pydantic import Field, create_model
 
 from convo_analytics.config import (
     MASK,
@@ -22,6 +24,7 @@ from convo_analytics.config import (
     Kind,
     Registry,
     Secret,
+    Section,
     Setting,
     Settings,
     Source,
@@ -29,6 +32,9 @@ from convo_analytics.config import (
     generic_env_var,
     load_settings,
 )
+from convo_analytics.config import setting as declare
+from convo_analytics.config._model import Bool, Int, SecretText
+from convo_analytics.config._sections import ExtractSettings
 from convo_analytics.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,39 +120,44 @@ def test_required_settings_are_registered() -> None:
     assert REGISTRY.file_setting_for("service.api_key") == REGISTRY.get("service.api_key_file")
 
 
-def _setting(name: str, kind: Kind = Kind.INT, default: object = 1, **kw: object) -> Setting:
-    return Setting(name, kind, default, help="h", **kw)  # type: ignore[arg-type]
+def _model(section: str = "x", /, **fields: Any) -> type[Settings]:
+    """The Settings model with one more section holding ``fields``: declaring a setting is
+    adding a field (its type, default, description and env alias), nothing else."""
+    model = create_model(f"{section.title()}Settings", __base__=Section, **fields)
+    extra = {section: (model, Field(default_factory=model))}
+    return create_model("Custom", __base__=Settings, **extra)  # type: ignore[call-overload,no-any-return]
 
 
 @pytest.mark.parametrize(
-    "settings_list",
+    "make",
     [
-        [_setting("a.b"), _setting("a.b")],  # duplicate name
-        [_setting("a.b", env_aliases=("CONVO_X",)), _setting("a.c", env_aliases=("CONVO_X",))],
-        [_setting("a.b_c"), _setting("a_b.c")],  # same generic env var CONVO_A_B_C
-        [_setting("a.b", Kind.SECRET, "x")],  # secret with a default
-        [_setting("a.b", Kind.INT, "abc")],  # invalid default
-        [_setting("a.b", Kind.INT, 5, maximum=3)],  # default out of range
-        [_setting("nodot")],
-        [_setting("a.b", Kind.PATH, None, secret_file_for="a.missing")],
-        [_setting("a.b", env_aliases=("CONVO_CONFIG",))],
+        # (two settings of one name cannot be declared: a class has one field of a name)
+        lambda: _model(b=(Int, declare(1, "h", env="CONVO_X")),
+                       c=(Int, declare(1, "h", env="CONVO_X"))),
+        lambda: _model("a_b", c=(Int, declare(1, "h"))),  # CONVO_A_B_C would be a.b_c's too
+        lambda: _model(b=(SecretText, declare("x", "h"))),  # secret with a default
+        lambda: _model(b=(Int, declare("abc", "h"))),  # invalid default
+        lambda: _model(b=(Int, declare(5, "h", le=3))),  # default out of range
+        lambda: create_model("Custom", __base__=Settings, b=(Int, declare(1, "h"))),  # no section
+        lambda: _model(b=(SecretText, declare(None, "h")), b_file=(Int, declare(1, "h"))),
+        lambda: _model(b=(Int, declare(1, "h", env="CONVO_CONFIG"))),
     ],
-)
-def test_registry_rejects_bad_definitions(settings_list: list[Setting]) -> None:
+)  # fmt: skip
+def test_registry_rejects_bad_definitions(make: Callable[[], type[Settings]]) -> None:
     with pytest.raises(ValueError):
-        Registry(settings_list)
+        Registry(make())
 
 
 def test_registering_a_setting_is_data_only(tmp_path: Path) -> None:
-    registry = Registry(
-        [
-            *REGISTRY.settings,
-            Setting("extract.batch_size", Kind.INT, 500, help="h", minimum=1),
-            Setting("extract.dry_run", Kind.BOOL, False, help="h"),
-        ]
-    )
+    class Extract(ExtractSettings):
+        batch_size: Int = declare(500, "h", ge=1)
+        dry_run: Bool = declare(False, "h")
+
+    class Custom(Settings):
+        extract: Extract = Field(default_factory=Extract)
+
     (tmp_path / "c.toml").write_text("[extract]\nbatch_size = 50\n")
-    s = load_settings(tmp_path / "c.toml", {}, {"CONVO_EXTRACT_DRY_RUN": "yes"}, registry=registry)
+    s = load_settings(tmp_path / "c.toml", {}, {"CONVO_EXTRACT_DRY_RUN": "yes"}, model=Custom)
     assert s.get_int("extract.batch_size") == 50
     assert s.get_bool("extract.dry_run") is True
     assert s.extract.batch_size == 50
@@ -202,8 +213,8 @@ def test_empty_env_var_is_ignored(tmp_path: Path) -> None:
     [("true", True), ("1", True), ("Yes", True), ("off", False), ("0", False)],
 )
 def test_bool_parsing(tmp_path: Path, text: str, expected: bool) -> None:
-    registry = Registry([Setting("x.flag", Kind.BOOL, False, help="h")])
-    s = load_settings(None, {}, {"CONVO_X_FLAG": text}, cwd=tmp_path, registry=registry)
+    model = _model(flag=(Bool, declare(False, "h")))
+    s = load_settings(None, {}, {"CONVO_X_FLAG": text}, cwd=tmp_path, model=model)
     assert s.get_bool("x.flag") is expected
 
 

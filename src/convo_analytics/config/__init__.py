@@ -1,4 +1,5 @@
-"""Configuration: one TOML file, overridable by environment variables and CLI flags.
+"""Configuration: one typed model (pydantic-settings), filled from convo.toml, environment
+variables and CLI flags.
 
 Precedence, highest first: CLI flag > environment variable > config file > default.
 
@@ -7,35 +8,37 @@ Typical use from code that is not a CLI command::
     from convo_analytics.config import load_settings
 
     settings = load_settings(None, {})
-    url = settings.get_str("service.base_url")
+    url = settings.service.base_url  # or settings.get_str("service.base_url")
     key = settings.require_secret("service.api_key").reveal()
 
 CLI commands use :func:`convo_analytics.cli.settings_from_context` instead, which
 also honours the root ``--config`` option.
 
-Settings are data: see :mod:`convo_analytics.config._registry` to add one.
+To add a setting, add a field to its section in :mod:`._sections`.
 """
 
 from __future__ import annotations
 
-from convo_analytics.config._loader import (
+from convo_analytics.config._model import (
+    CONFIG_ENV_VAR,
+    ConfigError,
+    Kind,
+    Registry,
+    Section,
+    Setting,
+    Source,
+    describe,
+    generic_env_var,
+    setting,
+)
+from convo_analytics.config._secret import MASK, Secret
+from convo_analytics.config._settings import Resolved, Settings
+from convo_analytics.config._sources import (
     DEFAULT_CONFIG_NAME,
     ConfigLocation,
     find_config_file,
     load_settings,
 )
-from convo_analytics.config._registry import REGISTRY, SETTINGS
-from convo_analytics.config._schema import (
-    CONFIG_ENV_VAR,
-    ConfigError,
-    Kind,
-    Registry,
-    Setting,
-    Source,
-    generic_env_var,
-)
-from convo_analytics.config._secret import MASK, Secret
-from convo_analytics.config._settings import Resolved, SectionView, Settings
 from convo_analytics.config._urls import masked_url, url_secret
 from convo_analytics.config._workspaces import (
     DEFAULT_WORKSPACE,
@@ -46,6 +49,10 @@ from convo_analytics.config._workspaces import (
     select_workspaces,
     serve_tokens,
 )
+
+#: Every setting of :class:`Settings`, described (a view of the model, in its order).
+REGISTRY = describe(Settings)
+SETTINGS = REGISTRY.settings
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -62,11 +69,12 @@ __all__ = [
     "Registry",
     "Resolved",
     "Secret",
-    "SectionView",
+    "Section",
     "Setting",
     "Settings",
     "Source",
     "WorkspaceConfig",
+    "describe",
     "find_config_file",
     "generic_env_var",
     "load_settings",
@@ -74,5 +82,6 @@ __all__ = [
     "masked_url",
     "select_workspaces",
     "serve_tokens",
+    "setting",
     "url_secret",
 ]

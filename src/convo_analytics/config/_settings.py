@@ -1,85 +1,137 @@
-"""The :class:`Settings` object: resolved values, their sources, and a safe display form."""
+"""The :class:`Settings` model: every section, and the accessors the code reads it with.
+
+``settings.webhooks.max_line_bytes`` reads a value typed; ``settings.get_int("section.key")``
+and its siblings read it by name (secrets as :class:`Secret`), ``resolved`` says where it came
+from and ``display`` shows it safely. :func:`convo_analytics.config.load_settings` fills the
+model from the sources of :mod:`._sources`; ``Settings()`` alone holds the defaults.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from convo_analytics.config._registry import REGISTRY
-from convo_analytics.config._schema import ConfigError, Kind, Registry, Setting, Source
+from pydantic import Field, PrivateAttr, SecretStr
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from convo_analytics.config._model import ConfigError, Kind, Registry, Setting, Source, describe
 from convo_analytics.config._secret import MASK, Secret
+from convo_analytics.config._sections import (
+    AuthSettings,
+    DashboardSettings,
+    ExportSettings,
+    ExtractSettings,
+    LakeSettings,
+    PublishSettings,
+    ReadSettings,
+    RunSettings,
+    SandboxSettings,
+    ServeSettings,
+    ServiceSettings,
+    TransformSettings,
+    WarehouseSettings,
+    WebhooksSettings,
+)
 from convo_analytics.config._urls import masked_url
 
-__all__ = ["Resolved", "SectionView", "Settings"]
+__all__ = ["LOADING", "Found", "Resolved", "Settings", "display_value"]
+
+#: The sources :func:`load_settings` reads, highest precedence first, while it builds a model.
+LOADING: ContextVar[tuple[PydanticBaseSettingsSource, ...]] = ContextVar("LOADING", default=())
+
+
+class Found(Protocol):
+    """A source's record of what it set: ``found["sandbox.port"] = (Source.FILE, "c.toml:3")``."""
+
+    found: dict[str, tuple[Source, str]]
 
 
 @dataclass(frozen=True)
 class Resolved:
-    """A setting's effective value and where it came from.
-
-    ``origin`` is a human-readable detail such as ``$CONVO_DB``,
-    ``convo.toml:12`` or ``command-line flag``.
-    """
+    """A setting's effective value and where it came from (``origin``: ``$CONVO_DB``,
+    ``convo.toml:12``, ``command-line flag`` or ``default``)."""
 
     value: object
     source: Source
     origin: str
 
 
-class SectionView:
-    """Attribute access to one section: ``settings.sandbox.port``."""
-
-    __slots__ = ("_section", "_settings")
-
-    def __init__(self, settings: Settings, section: str) -> None:
-        self._settings = settings
-        self._section = section
-
-    def __getattr__(self, key: str) -> Any:
-        name = f"{self._section}.{key}"
-        if name not in self._settings.registry:
-            raise AttributeError(f"no setting {name!r}")
-        return self._settings.get(name)
-
-    def __repr__(self) -> str:
-        return f"<settings section {self._section!r}>"
+@dataclass
+class _Overlay:
+    found: dict[str, tuple[Source, str]]
 
 
-class Settings:
-    """Effective configuration: one value per registered setting, with its source.
+class Settings(BaseSettings):
+    """Effective configuration, one section model a ``[section]``: flags > environment >
+    convo.toml > defaults (see :func:`convo_analytics.config.load_settings`)."""
 
-    Read values with the typed getters (``get_str``, ``get_int``, ...), the
-    untyped :meth:`get`, or attribute style ``settings.service.base_url``.
-    Secret settings hold :class:`Secret` objects, never plain strings.
-    """
+    model_config = SettingsConfigDict(extra="forbid", frozen=True)
 
-    def __init__(
-        self,
-        values: Mapping[str, Resolved],
-        *,
-        config_path: Path | None,
-        config_reason: str = "",
-        registry: Registry = REGISTRY,
-        tables: Mapping[str, Mapping[str, Any]] | None = None,
-        environ: Mapping[str, str] | None = None,
-        locate: Callable[[str], str] | None = None,
-    ) -> None:
-        missing = [s.name for s in registry.settings if s.name not in values]
-        if missing:
-            raise ValueError(f"no value for settings: {', '.join(missing)}")
-        self.registry = registry
-        self._values = dict(values)
-        self.config_path = config_path
-        self.config_reason = config_reason
-        self._tables = {k: dict(v) for k, v in (tables or {}).items()}
-        #: The environment the settings were read with (typed models read theirs from it).
-        self.environ: Mapping[str, str] = dict(environ or {})
-        self._locate = locate
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
+    webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings)
+    warehouse: WarehouseSettings = Field(default_factory=WarehouseSettings)
+    extract: ExtractSettings = Field(default_factory=ExtractSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    transform: TransformSettings = Field(default_factory=TransformSettings)
+    export: ExportSettings = Field(default_factory=ExportSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
+    publish: PublishSettings = Field(default_factory=PublishSettings)
+    dashboard: DashboardSettings = Field(default_factory=DashboardSettings)
+    lake: LakeSettings = Field(default_factory=LakeSettings)
+    read: ReadSettings = Field(default_factory=ReadSettings)
+    run: RunSettings = Field(default_factory=RunSettings)
+
+    _found: tuple[Found, ...] = PrivateAttr(())
+    _config: tuple[Path | None, str] = PrivateAttr((None, ""))
+    _tables: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+    _environ: dict[str, str] = PrivateAttr(default_factory=dict)
+    _locate: Callable[[str], str] | None = PrivateAttr(None)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, *LOADING.get())
+
+    def loaded(
+        self, found: tuple[Found, ...], config: tuple[Path | None, str],
+        tables: dict[str, dict[str, Any]], environ: Mapping[str, str],
+        locate: Callable[[str], str] | None,
+    ) -> Settings:  # fmt: skip
+        """Remember where the values came from (called by load_settings)."""
+        self._found, self._config, self._tables = found, config, tables
+        self._environ, self._locate = dict(environ), locate
+        return self
+
+    @property
+    def registry(self) -> Registry:
+        return describe(type(self))
+
+    @property
+    def config_path(self) -> Path | None:
+        return self._config[0]
+
+    @property
+    def config_reason(self) -> str:
+        return self._config[1]
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        """The environment the settings were read with (typed models read theirs from it)."""
+        return self._environ
 
     def tables(self, section: str) -> dict[str, Any]:
-        """The nested tables of ``section`` in the config file (e.g. ``extract.streams``)."""
+        """The nested tables of ``section`` in the config file (``extract.streams``; ``""``:
+        the top level's ``[[workspaces]]``), validated by their owners' models."""
         return dict(self._tables.get(section, {}))
 
     def locate(self, dotted: str) -> str:
@@ -87,105 +139,96 @@ class Settings:
         where = self._locate(dotted) if self._locate else ""
         return where or (str(self.config_path) if self.config_path else "")
 
-    # -- generic access -----------------------------------------------------
+    # -- access by name ------------------------------------------------------------
     def get(self, name: str) -> object:
-        """The value of setting ``name``; ``KeyError`` if no such setting."""
-        self.registry.get(name)
-        return self._values[name].value
+        """The value of setting ``name`` (secrets as :class:`Secret`); ``KeyError`` if none."""
+        setting = self.registry.get(name)
+        value = getattr(getattr(self, setting.section), setting.key)
+        if isinstance(value, tuple):
+            return tuple(_revealable(item) for item in value)
+        return _revealable(value)
 
     def resolved(self, name: str) -> Resolved:
-        self.registry.get(name)
-        return self._values[name]
+        value = self.get(name)
+        for layer in self._found:
+            if name in layer.found:
+                return Resolved(value, *layer.found[name])
+        return Resolved(value, Source.DEFAULT, "default")
 
     def source(self, name: str) -> Source:
         return self.resolved(name).source
 
-    def section(self, section: str) -> SectionView:
-        if section not in self.registry.sections:
-            raise AttributeError(f"no settings section {section!r}")
-        return SectionView(self, section)
-
-    def __getattr__(self, section: str) -> SectionView:
-        # Only called for names that are not regular attributes or methods.
-        registry = self.__dict__.get("registry")
-        if not isinstance(registry, Registry) or section not in registry.sections:
-            raise AttributeError(section)
-        return SectionView(self, section)
-
-    # -- typed access -------------------------------------------------------
-    def _typed(self, name: str, kind: Kind, *, secret: bool = False) -> object:
+    def _typed(self, name: str, kind: Kind, *, secret: bool = False) -> Any:
         setting = self.registry.get(name)
         if setting.kind is not kind or setting.is_secret != secret:
             raise TypeError(f"setting {name!r} is a {setting.type_name}")
-        return self._values[name].value
+        return self.get(name)
 
     def get_str(self, name: str) -> str:
-        value = self._typed(name, Kind.STR)
-        assert isinstance(value, str)
-        return value
+        return str(self._typed(name, Kind.STR))
 
     def get_int(self, name: str) -> int:
-        value = self._typed(name, Kind.INT)
-        assert isinstance(value, int)
-        return value
+        return int(self._typed(name, Kind.INT))
 
     def get_float(self, name: str) -> float:
-        value = self._typed(name, Kind.FLOAT)
-        assert isinstance(value, float)
-        return value
+        return float(self._typed(name, Kind.FLOAT))
 
     def get_bool(self, name: str) -> bool:
-        value = self._typed(name, Kind.BOOL)
-        assert isinstance(value, bool)
-        return value
+        return bool(self._typed(name, Kind.BOOL))
 
     def get_path(self, name: str) -> Path | None:
         """A path setting; ``None`` when it is empty/unset."""
-        value = self._typed(name, Kind.PATH)
-        assert value is None or isinstance(value, Path)
+        value: Path | None = self._typed(name, Kind.PATH)
         return value
 
     def require_path(self, name: str) -> Path:
-        """A path setting that must be set (its default, the registry's, usually is)."""
-        value = self.get_path(name)
-        if value is None:
+        """A path setting that must be set (its default usually is)."""
+        if (value := self.get_path(name)) is None:
             raise ConfigError(f"{name} is empty; set it in convo.toml or its environment variable")
         return value
 
     def get_list(self, name: str) -> tuple[str, ...]:
-        value = self._typed(name, Kind.LIST)
-        assert isinstance(value, tuple)
-        return tuple(str(item) for item in value)
+        return tuple(self._typed(name, Kind.LIST))
 
     def get_secret(self, name: str) -> Secret | None:
         """A secret setting, or ``None`` when it is not configured."""
-        value = self._typed(name, Kind.SECRET, secret=True)
-        assert value is None or isinstance(value, Secret)
+        value: Secret | None = self._typed(name, Kind.SECRET, secret=True)
         return value
 
     def require_secret(self, name: str) -> Secret:
         """A secret setting that must be configured; a :class:`ConfigError` says how if not."""
-        value = self.get_secret(name)
-        if value is None:
-            raise ConfigError(f"{name} is not set; {how_to_set_secret(self.registry, name)}")
+        if (value := self.get_secret(name)) is None:
+            raise ConfigError(f"{name} is not set; {self.registry.how_to_set_secret(name)}")
         return value
 
     def get_secret_list(self, name: str) -> tuple[Secret, ...]:
         """A secret list setting such as ``sandbox.workspaces``."""
-        value = self._typed(name, Kind.LIST, secret=True)
-        assert isinstance(value, tuple)
-        return tuple(item for item in value if isinstance(item, Secret))
+        return tuple(self._typed(name, Kind.LIST, secret=True))
 
-    # -- display --------------------------------------------------------------
+    # -- derived settings and display ------------------------------------------------
+    def with_values(
+        self, values: Mapping[str, object], origin: str,
+        tables: Mapping[str, dict[str, Any]] | None = None,
+    ) -> Settings:  # fmt: skip
+        """These settings with ``values`` (typed, by dotted name) in place, each reported as a
+        flag from ``origin``; ``tables`` replaces those sections' tables."""
+        sections: dict[str, dict[str, object]] = {}
+        for name, value in values.items():
+            setting = self.registry.get(name)
+            sections.setdefault(setting.section, {})[setting.key] = value
+        new = self.model_copy(update={section: getattr(self, section).model_copy(update=keys)
+                                      for section, keys in sections.items()})  # fmt: skip
+        overlay = _Overlay({name: (Source.FLAG, origin) for name in values})
+        return new.loaded((overlay, *self._found), self._config, {**self._tables, **(tables or {})},
+                          self._environ, self._locate)  # fmt: skip
+
     def display(self) -> dict[str, dict[str, object]]:
-        """A JSON-ready view for printing: secrets are ``"***"`` (set) or ``None`` (unset).
-
-        ``{"service.base_url": {"value": ..., "source": "env", "origin": "$CONVO_BASE_URL",
-        "env": "CONVO_BASE_URL", "secret": False}, ...}``
-        """
+        """A JSON-ready view: secrets are ``"***"`` (set) or ``None`` (unset), URLs' query
+        values masked. ``{"warehouse.path": {"value": ..., "source": "env", "origin":
+        "$CONVO_DB", "env": "CONVO_DB", "secret": False}, ...}``"""
         out: dict[str, dict[str, object]] = {}
         for setting in self.registry.settings:
-            resolved = self._values[setting.name]
+            resolved = self.resolved(setting.name)
             out[setting.name] = {
                 "value": display_value(setting, resolved.value),
                 "source": resolved.source.value,
@@ -198,29 +241,19 @@ class Settings:
     def __repr__(self) -> str:
         return f"<Settings config_path={self.config_path!s}>"
 
+    __str__ = __repr__
+
+
+def _revealable(value: object) -> object:
+    return Secret(value.get_secret_value()) if isinstance(value, SecretStr) else value
+
 
 def display_value(setting: Setting, value: object) -> object:
-    """Turn a value into something JSON-ready, masking secrets and URLs' query values."""
+    """A value as shown: secrets ``***``, URLs with their query values masked."""
     if setting.is_secret:
         return MASK if value else None
-    if setting.url and isinstance(value, str):
-        return masked_url(value)
-    if setting.url and isinstance(value, tuple):
-        return [masked_url(str(item)) for item in value]
+    if setting.url and isinstance(value, str | tuple):
+        return masked_url(value) if isinstance(value, str) else [masked_url(v) for v in value]
     if isinstance(value, Path):
         return str(value)
-    if isinstance(value, tuple):
-        return [str(item) for item in value]
-    if isinstance(value, Secret):  # pragma: no cover - secrets are handled above
-        return MASK
-    return value
-
-
-def how_to_set_secret(registry: Registry, name: str) -> str:
-    """The fix for a missing or misplaced secret: which env var / file setting to use."""
-    setting = registry.get(name)
-    fix = f"set the environment variable {setting.env_var}"
-    file_setting = registry.file_setting_for(name)
-    if file_setting is not None:
-        fix += f", or point {file_setting.name} ({file_setting.env_var}) at a file containing it"
-    return fix
+    return [str(item) for item in value] if isinstance(value, tuple) else value

@@ -28,7 +28,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from convo_analytics._net import insecure_url
-from convo_analytics.config._schema import ConfigError
+from convo_analytics.config._model import ConfigError
 from convo_analytics.config._secret import Secret
 from convo_analytics.config._settings import Settings
 from convo_analytics.config._urls import url_secret

@@ -19,9 +19,7 @@ from typing import Any
 
 from convo_analytics.config import (
     OAuthAuth,
-    Resolved,
     Settings,
-    Source,
     WorkspaceConfig,
     load_workspaces,
     select_workspaces,
@@ -59,23 +57,10 @@ def shard_settings(settings: Settings, name: str) -> Settings:
     }
     if not chosen.implicit:
         overrides |= {"webhooks.secret": None, "run.ingest_paths": ()}
-    values = {s.name: settings.resolved(s.name) for s in settings.registry.settings}
-    for key, value in overrides.items():
-        values[key] = Resolved(value, Source.FLAG, f"shard of workspace {name}")
-    tables = {section: settings.tables(section) for section in settings.registry.sections}
     top = settings.tables("")
     if "workspaces" in top:
         top["workspaces"] = [t for t in top["workspaces"] if t.get("name") == name]
-    tables[""] = top
-    return Settings(
-        values,
-        config_path=settings.config_path,
-        config_reason=settings.config_reason,
-        registry=settings.registry,
-        tables=tables,
-        environ=settings.environ,
-        locate=settings.locate,
-    )
+    return settings.with_values(overrides, f"shard of workspace {name}", tables={"": top})
 
 
 def run_shard_step(step: Step, settings: Settings, name: str, run_id: str) -> dict[str, Any]:
