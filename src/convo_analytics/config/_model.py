@@ -26,10 +26,27 @@ from convo_analytics.config._secret import Secret
 from convo_analytics.errors import UserError
 
 __all__ = [
-    "CONFIG_ENV_VAR", "ENV_PREFIX", "Bool", "ConfigError", "Float", "Int", "Kind", "List",
-    "PathOrNone", "Registry", "Secret", "SecretList", "SecretText", "Section", "Setting", "Source",
-    "Str", "describe", "generic_env_var", "setting",
-]  # fmt: skip
+    "CONFIG_ENV_VAR",
+    "ENV_PREFIX",
+    "Bool",
+    "ConfigError",
+    "Float",
+    "Int",
+    "Kind",
+    "List",
+    "PathOrNone",
+    "Registry",
+    "Secret",
+    "SecretList",
+    "SecretText",
+    "Section",
+    "Setting",
+    "Source",
+    "Str",
+    "describe",
+    "generic_env_var",
+    "setting",
+]
 
 ENV_PREFIX = "CONVO_"
 CONFIG_ENV_VAR = "CONVO_CONFIG"
@@ -131,17 +148,33 @@ def setting(
     belongs in ``url_secret_to``; ``url_secret_fix`` says what else to do. A secret's file
     is the PATH setting beside it named ``<secret>_file``.
     """
-    extra = {"pattern": pattern, "pattern_help": pattern_help, "url": url,
-             "url_secret_to": url_secret_to, "url_secret_fix": url_secret_fix}  # fmt: skip
-    return Field(default, description=help, validation_alias=env, ge=ge, le=le,
-                 json_schema_extra={k: v for k, v in extra.items() if v} or None)  # fmt: skip
+    extra = {
+        "pattern": pattern,
+        "pattern_help": pattern_help,
+        "url": url,
+        "url_secret_to": url_secret_to,
+        "url_secret_fix": url_secret_fix,
+    }
+    return Field(
+        default,
+        description=help,
+        validation_alias=env,
+        ge=ge,
+        le=le,
+        json_schema_extra={k: v for k, v in extra.items() if v} or None,
+    )
 
 
 class Section(BaseModel):
     """One ``[section]`` of convo.toml; its fields are the section's settings."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
-                              validate_by_name=True, allow_inf_nan=False)  # fmt: skip
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+        validate_by_name=True,
+        allow_inf_nan=False,
+    )
 
     @_field_validator("*")
     @classmethod
@@ -205,8 +238,11 @@ class Setting:
 
     @property
     def type_name(self) -> str:
-        return "list of strings (secret)" if self.kind is Kind.LIST and self.secret else \
-            self.kind.value  # fmt: skip
+        return (
+            "list of strings (secret)"
+            if self.kind is Kind.LIST and self.secret
+            else self.kind.value
+        )
 
     def expectation(self) -> str:
         """Describe an acceptable value, for error messages."""
@@ -221,9 +257,15 @@ class Setting:
         return text + (f" ({self.pattern_help})" if self.pattern_help else "")
 
 
-_EXPECTED = {Kind.STR: "a string", Kind.INT: "an integer", Kind.FLOAT: "a number",
-             Kind.BOOL: "a boolean (true/false)", Kind.PATH: "a path (string)",
-             Kind.SECRET: "a secret string", Kind.LIST: "a list of strings"}  # fmt: skip
+_EXPECTED = {
+    Kind.STR: "a string",
+    Kind.INT: "an integer",
+    Kind.FLOAT: "a number",
+    Kind.BOOL: "a boolean (true/false)",
+    Kind.PATH: "a path (string)",
+    Kind.SECRET: "a secret string",
+    Kind.LIST: "a list of strings",
+}
 
 
 def _num(value: float) -> str:
@@ -236,14 +278,19 @@ def _describe(section: str, key: str, field: Any) -> Setting:
     extra = field.json_schema_extra or {}
     alias = field.validation_alias
     return Setting(
-        f"{section}.{key}", kind, field.default, field.description or "",
+        f"{section}.{key}",
+        kind,
+        field.default,
+        field.description or "",
         env_aliases=(alias,) if isinstance(alias, str) else (),
         secret=any(isinstance(m, _SecretItems) for m in meta),
         minimum=_bound(meta, annotated_types.Ge, "ge"),
         maximum=_bound(meta, annotated_types.Le, "le"),
-        pattern_help=extra.get("pattern_help"), url=bool(extra.get("url")),
-        url_secret_to=extra.get("url_secret_to"), url_secret_fix=extra.get("url_secret_fix"),
-    )  # fmt: skip
+        pattern_help=extra.get("pattern_help"),
+        url=bool(extra.get("url")),
+        url_secret_to=extra.get("url_secret_to"),
+        url_secret_fix=extra.get("url_secret_fix"),
+    )
 
 
 def _bound(meta: list[Any], kind: type, attr: str) -> float | None:
@@ -258,11 +305,16 @@ class Registry:
         self.model = model
         self.sections: dict[str, type[Section]] = {}
         for name, field in model.model_fields.items():
+            if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("tables"):
+                continue  # tables such as [[workspaces]], validated by their own models
             if not (isinstance(field.annotation, type) and issubclass(field.annotation, Section)):
                 raise ValueError(f"{name}: a setting is a field of a section (a Section model)")
             self.sections[name] = field.annotation
-        fields = [(section, key, f) for section, cls in self.sections.items()
-                  for key, f in cls.model_fields.items()]  # fmt: skip
+        fields = [
+            (section, key, f)
+            for section, cls in self.sections.items()
+            for key, f in cls.model_fields.items()
+        ]
         self.settings = tuple(_describe(*field) for field in fields)
         self._by_name = {s.name: s for s in self.settings}
         self._check()

@@ -24,10 +24,21 @@ from convo_analytics.config._model import (
 )
 
 __all__ = [
-    "AuthSettings", "DashboardSettings", "ExportSettings", "ExtractSettings", "LakeSettings",
-    "PublishSettings", "ReadSettings", "RunSettings", "SandboxSettings", "ServeSettings",
-    "ServiceSettings", "TransformSettings", "WarehouseSettings", "WebhooksSettings",
-]  # fmt: skip
+    "AuthSettings",
+    "DashboardSettings",
+    "ExportSettings",
+    "ExtractSettings",
+    "LakeSettings",
+    "PublishSettings",
+    "ReadSettings",
+    "RunSettings",
+    "SandboxSettings",
+    "ServeSettings",
+    "ServiceSettings",
+    "TransformSettings",
+    "WarehouseSettings",
+    "WebhooksSettings",
+]
 
 _RATE = r"[1-9][0-9]*/(s|sec|second|min|minute|h|hour)"
 #: Either statement of the interface, none, or a custom bucket (see RateLimitPolicy.parse).
@@ -40,77 +51,118 @@ class ServiceSettings(Section):
     """The hosted Conversational Assistant Service we read from."""
 
     base_url: Str = setting(
-        "http://127.0.0.1:8787", "Base URL of the Conversational Assistant Service API "
-        "(https://; plain http only to loopback).", env="CONVO_BASE_URL",
-        pattern=r"https?://\S+", pattern_help="an http:// or https:// URL", url=True,
-        url_secret_to=_KEY)  # fmt: skip
+        "http://127.0.0.1:8787",
+        "Base URL of the Conversational Assistant Service API "
+        "(https://; plain http only to loopback).",
+        env="CONVO_BASE_URL",
+        pattern=r"https?://\S+",
+        pattern_help="an http:// or https:// URL",
+        url=True,
+        url_secret_to=_KEY,
+    )
     api_key: SecretText = setting(
-        None, "API key sent to the service. Secret: environment or file only.",
-        env="CONVO_API_KEY")  # fmt: skip
+        None, "API key sent to the service. Secret: environment or file only.", env="CONVO_API_KEY"
+    )
     api_key_file: PathOrNone = setting(
-        None, "File whose content (trailing whitespace stripped) is the service API key.",
-        env="CONVO_API_KEY_FILE")  # fmt: skip
+        None,
+        "File whose content (trailing whitespace stripped) is the service API key.",
+        env="CONVO_API_KEY_FILE",
+    )
     rate_limit: Str = setting(
-        "600/min", "The service's rate limit, which the client paces itself under: 600/min "
+        "600/min",
+        "The service's rate limit, which the client paces itself under: 600/min "
         "(statement 1), 100/min (statement 2), none, or RATE[,burst=N].",
-        env="CONVO_RATE_LIMIT", pattern=_RATE_SPEC, pattern_help=_RATE_HELP)  # fmt: skip
+        env="CONVO_RATE_LIMIT",
+        pattern=_RATE_SPEC,
+        pattern_help=_RATE_HELP,
+    )
     timeout_seconds: Float = setting(
-        30.0, "Timeout in seconds for one HTTP request to the service.",
-        env="CONVO_TIMEOUT_SECONDS", ge=0.1)  # fmt: skip
+        30.0,
+        "Timeout in seconds for one HTTP request to the service.",
+        env="CONVO_TIMEOUT_SECONDS",
+        ge=0.1,
+    )
     connect_timeout_seconds: Float = setting(
         10.0, "Timeout in seconds for connecting to the service.", ge=0.1
     )
     reach_budget_seconds: Float = setting(
-        15.0, "How long a run keeps retrying refused connections, DNS and TLS failures before "
+        15.0,
+        "How long a run keeps retrying refused connections, DNS and TLS failures before "
         "the service has answered at all; then it fails with one line. Once the service has "
-        "answered, retries follow extract.max_attempts.", ge=0.0)  # fmt: skip
+        "answered, retries follow extract.max_attempts.",
+        ge=0.0,
+    )
 
 
 class WebhooksSettings(Section):
     """Deliveries the service pushes to us."""
 
     secret: SecretText = setting(
-        None, "Secret(s) used to verify webhook signatures. Several comma-separated secrets "
+        None,
+        "Secret(s) used to verify webhook signatures. Several comma-separated secrets "
         "are accepted during rotation. Secret: environment or file only.",
-        env="CONVO_WEBHOOK_SECRET")  # fmt: skip
+        env="CONVO_WEBHOOK_SECRET",
+    )
     secret_file: PathOrNone = setting(
-        None, "File holding the webhook secret(s), comma- or newline-separated.",
-        env="CONVO_WEBHOOK_SECRET_FILE")  # fmt: skip
+        None,
+        "File holding the webhook secret(s), comma- or newline-separated.",
+        env="CONVO_WEBHOOK_SECRET_FILE",
+    )
     archive_dir: PathOrNone = setting(
-        "data/webhooks", "Directory where received webhook deliveries are archived.",
-        env="CONVO_WEBHOOK_ARCHIVE_DIR")  # fmt: skip
+        "data/webhooks",
+        "Directory where received webhook deliveries are archived.",
+        env="CONVO_WEBHOOK_ARCHIVE_DIR",
+    )
     max_line_bytes: Int = setting(
-        8 << 20, "Archive lines longer than this many bytes are quarantined as too_large "
-        "without being loaded (8 MiB; the receiver caps bodies at 1 MiB).", ge=1024)  # fmt: skip
+        8 << 20,
+        "Archive lines longer than this many bytes are quarantined as too_large "
+        "without being loaded (8 MiB; the receiver caps bodies at 1 MiB).",
+        ge=1024,
+    )
     max_future_seconds: Int = setting(
-        86_400, "An event dated more than this many seconds after it was received (or, "
+        86_400,
+        "An event dated more than this many seconds after it was received (or, "
         "without a time of receipt, after now) is quarantined as future_timestamp.",
-        ge=0)  # fmt: skip
+        ge=0,
+    )
     bad_signature_share: Float = setting(
-        0.5, "When every line of an ingest, or more than this share of them, fails the "
+        0.5,
+        "When every line of an ingest, or more than this share of them, fails the "
         "signature check, the secret is most likely wrong: the run says so and exits 1.",
-        ge=0.0, le=1.0)  # fmt: skip
+        ge=0.0,
+        le=1.0,
+    )
     settle_seconds: Int = setting(
-        600, "A plain archive file changed within this many seconds may still be being "
-        "written: its last line without a newline is left for a later run.", ge=0)  # fmt: skip
+        600,
+        "A plain archive file changed within this many seconds may still be being "
+        "written: its last line without a newline is left for a later run.",
+        ge=0,
+    )
     header_timeout_seconds: Float = setting(
-        5.0, "The receiver drops a connection whose request headers have not all arrived "
-        "within this many seconds (of connecting, or of its previous answer).", ge=0.1)  # fmt: skip
+        5.0,
+        "The receiver drops a connection whose request headers have not all arrived "
+        "within this many seconds (of connecting, or of its previous answer).",
+        ge=0.1,
+    )
     body_timeout_seconds: Float = setting(
-        10.0, "The receiver answers 408 and closes when a body takes longer than this to "
-        "arrive.", ge=0.1)  # fmt: skip
+        10.0,
+        "The receiver answers 408 and closes when a body takes longer than this to arrive.",
+        ge=0.1,
+    )
     max_connections: Int = setting(
-        1000, "Connections the receiver holds open at most (kept below the process's "
+        1000,
+        "Connections the receiver holds open at most (kept below the process's "
         "file-descriptor limit); beyond it new ones are answered 503 and closed.",
-        ge=1)  # fmt: skip
+        ge=1,
+    )
 
 
 class WarehouseSettings(Section):
     """The local analytics database."""
 
     path: PathOrNone = setting(
-        "data/warehouse.duckdb", "DuckDB database file of the analytics warehouse.",
-        env="CONVO_DB")  # fmt: skip
+        "data/warehouse.duckdb", "DuckDB database file of the analytics warehouse.", env="CONVO_DB"
+    )
 
 
 class ExtractSettings(Section):
@@ -118,21 +170,24 @@ class ExtractSettings(Section):
     convo_analytics.extract._source)."""
 
     streams: List = setting(
-        ("conversations", "leads", "summary"), "Streams to extract, in order: conversations, "
+        ("conversations", "leads", "summary"),
+        "Streams to extract, in order: conversations, "
         "leads, summary. (Written as tables, [extract.streams.NAME] describes a stream's "
         "endpoint instead; see docs/configuration.md, 'The service's endpoints'.)",
         pattern=r"conversations|leads|summary",
-        pattern_help="conversations, leads or summary")  # fmt: skip
+        pattern_help="conversations, leads or summary",
+    )
     page_size: Int = setting(200, "Records asked for per list page.", ge=1, le=10000)
     pagination: Str = setting(
-        "auto", "Paging style of every list stream: auto (detected from the first answer), "
+        "auto",
+        "Paging style of every list stream: auto (detected from the first answer), "
         "cursor, next_url, link_header, page_number, offset or single, optionally with options "
         "(STYLE:option=value,...; e.g. offset:offset_param=_start,end_param=_end). A stream's "
         "own paginator table wins.",
         pattern=r"(auto|cursor|next_url|link_header|page_number|offset|single)"
         r"(:[a-z_]+=[^,=\s]*(,[a-z_]+=[^,=\s]*)*)?",
-        pattern_help="a style, optionally STYLE:option=value,... "
-        "(e.g. page_number:page_param=p)")  # fmt: skip
+        pattern_help="a style, optionally STYLE:option=value,... (e.g. page_number:page_param=p)",
+    )
     envelope: Str = setting(
         "", "Key of the record list in list answers; empty: detected (data, items, results, ...)."
     )
@@ -150,41 +205,58 @@ class ExtractSettings(Section):
         "updatedBefore", "Query parameter for 'updated before' on list endpoints."
     )
     lookback_seconds: Float = setting(
-        300.0, "How far before the bookmark an incremental run starts again, for late writes.",
-        ge=0.0)  # fmt: skip
+        300.0,
+        "How far before the bookmark an incremental run starts again, for late writes.",
+        ge=0.0,
+    )
     detail_concurrency: Int = setting(
-        16, "Conversation details fetched at once (the rate limiter still paces them).",
-        ge=1, le=256)  # fmt: skip
+        16,
+        "Conversation details fetched at once (the rate limiter still paces them).",
+        ge=1,
+        le=256,
+    )
     max_attempts: Int = setting(
-        8, "Attempts per request before the run fails (retries with backoff in between).",
-        ge=1, le=100)  # fmt: skip
+        8,
+        "Attempts per request before the run fails (retries with backoff in between).",
+        ge=1,
+        le=100,
+    )
     allowed_origins: List = setting(
-        (), "Origins besides the base URL's (scheme://host[:port]) that next-page links and "
+        (),
+        "Origins besides the base URL's (scheme://host[:port]) that next-page links and "
         "detail URLs may point at; the API key is sent to them too. Any other origin fails "
-        "its stream with nothing sent.", pattern=r"https?://[^/\s?#@]+/?",
-        pattern_help="scheme://host[:port] origins", url=True, url_secret_to=_KEY)  # fmt: skip
+        "its stream with nothing sent.",
+        pattern=r"https?://[^/\s?#@]+/?",
+        pattern_help="scheme://host[:port] origins",
+        url=True,
+        url_secret_to=_KEY,
+    )
     strict: Bool = setting(
-        False, "Fail a stream (exit 1) on any warning: a default parameter dropped, a page "
+        False,
+        "Fail a stream (exit 1) on any warning: a default parameter dropped, a page "
         "size ignored, an incremental parameter ignored, details without transcripts, typed "
         "columns left NULL, a configured total found nowhere, a summary that typed no "
-        "day.")  # fmt: skip
+        "day.",
+    )
     summary_days: Int = setting(
         30, "Days of the service's own summary fetched, ending today.", ge=1, le=732
     )
     summary_timezone: Str = setting("UTC", "IANA time zone the service's summary cuts days in.")
     batch_records: Int = setting(20000, "Commit a batch once it holds this many records ...", ge=1)
     batch_seconds: Float = setting(
-        5.0, "... or once it is this many seconds old (each commit advances the bookmark).",
-        ge=0.0)  # fmt: skip
+        5.0, "... or once it is this many seconds old (each commit advances the bookmark).", ge=0.0
+    )
 
 
 class AuthSettings(Section):
     """OAuth 2.0 grants of [[workspaces]]."""
 
     token_store: PathOrNone = setting(
-        "data/oauth-tokens.json", "File (mode 0600) where `convo auth login` keeps each OAuth "
+        "data/oauth-tokens.json",
+        "File (mode 0600) where `convo auth login` keeps each OAuth "
         "workspace's tokens; runs refresh them in place under a lock.",
-        env="CONVO_TOKEN_STORE")  # fmt: skip
+        env="CONVO_TOKEN_STORE",
+    )
 
 
 class SandboxSettings(Section):
@@ -196,37 +268,55 @@ class SandboxSettings(Section):
     conversations: Int = setting(2000, "Number of conversations the sandbox generates.", ge=0)
     days: Int = setting(30, "Number of days of history the generated conversations span.", ge=1)
     rate_limit: Str = setting(
-        "600/min", "Rate limit the sandbox enforces: 600/min (per key, bursts to 2x for 10 s), "
+        "600/min",
+        "Rate limit the sandbox enforces: 600/min (per key, bursts to 2x for 10 s), "
         "100/min (per workspace), none, or RATE[,burst=N][,scope=key|workspace].",
-        pattern=_RATE_SPEC, pattern_help=_RATE_HELP)  # fmt: skip
+        pattern=_RATE_SPEC,
+        pattern_help=_RATE_HELP,
+    )
     retry_after_format: Str = setting(
-        "seconds", "How 429 answers give Retry-After: seconds or http-date.",
-        pattern=r"seconds|http-date", pattern_help="seconds or http-date")  # fmt: skip
+        "seconds",
+        "How 429 answers give Retry-After: seconds or http-date.",
+        pattern=r"seconds|http-date",
+        pattern_help="seconds or http-date",
+    )
     event_fields: Str = setting(
-        "both", "Which event set's field names webhook data carries: a, b or both.",
-        pattern=r"a|b|both", pattern_help="a, b or both")  # fmt: skip
+        "both",
+        "Which event set's field names webhook data carries: a, b or both.",
+        pattern=r"a|b|both",
+        pattern_help="a, b or both",
+    )
     webhook_signing: Str = setting(
-        "stripped", "Which bytes the signature header signs: stripped (the body without its "
+        "stripped",
+        "Which bytes the signature header signs: stripped (the body without its "
         "signature member, as the signature field does) or raw (the whole raw body).",
-        pattern=r"stripped|raw", pattern_help="stripped or raw")  # fmt: skip
+        pattern=r"stripped|raw",
+        pattern_help="stripped or raw",
+    )
     workspaces: SecretList = setting(
-        (), "Workspaces the sandbox serves, as NAME:KEY entries (KEY is the API key for that "
+        (),
+        "Workspaces the sandbox serves, as NAME:KEY entries (KEY is the API key for that "
         "workspace). Secret: environment only, comma-separated.",
-        pattern=r"[A-Za-z0-9_.-]+:\S+", pattern_help="NAME:KEY entries")  # fmt: skip
+        pattern=r"[A-Za-z0-9_.-]+:\S+",
+        pattern_help="NAME:KEY entries",
+    )
     key_file: PathOrNone = setting(
-        "data/sandbox/keys-{port}.json", "JSON file where the sandbox keeps its workspace API "
+        "data/sandbox/keys-{port}.json",
+        "JSON file where the sandbox keeps its workspace API "
         "keys; {port} becomes the port it listens on, so that two sandboxes never overwrite "
-        "each other's keys.")  # fmt: skip
+        "each other's keys.",
+    )
     webhook_archive: PathOrNone = setting(
         None, "Where the sandbox records the webhooks it sends; empty means no record."
     )
     webhook_retry_schedule: Str = setting(
-        "2,8,32", "Waits in seconds before each webhook delivery retry (statement 2 of the "
+        "2,8,32",
+        "Waits in seconds before each webhook delivery retry (statement 2 of the "
         "interface), or exponential[:HOURSh] for backoff up to 24 h (statement 1).",
         pattern=r"exponential(:[0-9]+(\.[0-9]+)?h)?|"
         r"(\s*[0-9]+(\.[0-9]+)?\s*(,\s*[0-9]+(\.[0-9]+)?\s*)*)?",
-        pattern_help="comma-separated seconds like 2,8,32 (empty: no retries), or "
-        "exponential:24h")  # fmt: skip
+        pattern_help="comma-separated seconds like 2,8,32 (empty: no retries), or exponential:24h",
+    )
     fault_5xx_rate: Float = setting(
         0.0, "Fraction of sandbox API requests answered with a 5xx error.", ge=0.0, le=1.0
     )
@@ -240,41 +330,60 @@ class SandboxSettings(Section):
         0.0, "Fraction of sandbox API requests whose connection is dropped.", ge=0.0, le=1.0
     )
     inactivity_seconds: Float = setting(
-        0.0, "Quiet time after which a live conversation completes; 0 uses its channel's "
+        0.0,
+        "Quiet time after which a live conversation completes; 0 uses its channel's "
         "window (web 30 min, messenger 1 h, whatsapp and sms 1 day, email 3 days).",
-        ge=0.0)  # fmt: skip
+        ge=0.0,
+    )
     lead_threshold: Float = setting(
-        70.0, "Lead score (0-100) at which a conversation's lead qualifies (lead.qualified).",
-        ge=0.0, le=100.0)  # fmt: skip
+        70.0,
+        "Lead score (0-100) at which a conversation's lead qualifies (lead.qualified).",
+        ge=0.0,
+        le=100.0,
+    )
     blocked_terms: List = setting(
         ("idiot", "stupid bot", "scam", "lawsuit"),
-        "Words and phrases the guardrail flags as blocked_term (case-insensitive).")  # fmt: skip
+        "Words and phrases the guardrail flags as blocked_term (case-insensitive).",
+    )
     oauth_auto_approve: Bool = setting(
-        False, "Approve every OAuth authorization request at once, granting the workspace the "
+        False,
+        "Approve every OAuth authorization request at once, granting the workspace the "
         "client names (workspace=NAME) or the first (tests, the demo); else a consent page "
-        "asks a workspace admin.")  # fmt: skip
+        "asks a workspace admin.",
+    )
     oauth_token_seconds: Int = setting(
         3600, "Lifetime of the OAuth access tokens the sandbox issues, in seconds.", ge=1
     )
     crawl_scope: Str = setting(
-        "any", "Hosts a url-crawl knowledge source may fetch: any, or loopback (tests).",
-        pattern=r"any|loopback", pattern_help="any or loopback")  # fmt: skip
+        "any",
+        "Hosts a url-crawl knowledge source may fetch: any, or loopback (tests).",
+        pattern=r"any|loopback",
+        pattern_help="any or loopback",
+    )
 
 
 class TransformSettings(Section):
     """Marts, metrics and reconciliation."""
 
     timezones: List = setting(
-        ("UTC",), "IANA time zones the daily marts cut days in (the first is the default for "
+        ("UTC",),
+        "IANA time zones the daily marts cut days in (the first is the default for "
         "exports and the dashboard); other zones are computed on request, more slowly. "
-        "Changing them rebuilds every partition at the next transform.")  # fmt: skip
+        "Changing them rebuilds every partition at the next transform.",
+    )
     low_confidence_threshold: Float = setting(
-        0.5, "Assistant responses with confidence below this count as low-confidence "
+        0.5,
+        "Assistant responses with confidence below this count as low-confidence "
         "(changing it rebuilds every partition at the next transform).",
-        ge=0.0, le=1.0)  # fmt: skip
+        ge=0.0,
+        le=1.0,
+    )
     tolerance: Float = setting(
-        0.01, "Reconciliation: relative difference from the service's own summary tolerated "
-        "before a day's metric is listed as a mismatch.", ge=0.0)  # fmt: skip
+        0.01,
+        "Reconciliation: relative difference from the service's own summary tolerated "
+        "before a day's metric is listed as a mismatch.",
+        ge=0.0,
+    )
 
 
 class ExportSettings(Section):
@@ -290,13 +399,15 @@ class ServeSettings(Section):
 
     host: Str = setting(
         "127.0.0.1",
-        "Address `convo serve` listens on (plain HTTP: keep it on loopback behind "
-        "TLS).")  # fmt: skip
+        "Address `convo serve` listens on (plain HTTP: keep it on loopback behind TLS).",
+    )
     port: Int = setting(8790, "Port `convo serve` listens on.", ge=1, le=65535)
     token: SecretText = setting(
-        None, "Bearer token clients of `convo serve` must send; it reads every workspace (a "
+        None,
+        "Bearer token clients of `convo serve` must send; it reads every workspace (a "
         "workspace's own: serve_tokens_env). Secret: environment or file only.",
-        env="CONVO_SERVE_TOKEN")  # fmt: skip
+        env="CONVO_SERVE_TOKEN",
+    )
     token_file: PathOrNone = setting(
         None, "File whose content is the `convo serve` token.", env="CONVO_SERVE_TOKEN_FILE"
     )
@@ -316,41 +427,63 @@ class DashboardSettings(Section):
 
     host: Str = setting(
         "127.0.0.1",
-        "Address the dashboard listens on (plain HTTP: keep it on loopback behind "
-        "TLS).")  # fmt: skip
+        "Address the dashboard listens on (plain HTTP: keep it on loopback behind TLS).",
+    )
     port: Int = setting(8501, "Port the dashboard listens on.", ge=1, le=65535)
     notebooks_dir: PathOrNone = setting(
-        "data/notebooks", "Folder of the Explore page's saved notebooks (plain .sql files; "
-        "the starter notebooks ship in dashboards/notebooks/).")  # fmt: skip
+        "data/notebooks",
+        "Folder of the Explore page's saved notebooks (plain .sql files; "
+        "the starter notebooks ship in dashboards/notebooks/).",
+    )
     query_timeout_seconds: Float = setting(
-        10.0, "An Explore query running longer than this is stopped (its process killed).",
-        ge=0.1, le=600.0)  # fmt: skip
+        10.0,
+        "An Explore query running longer than this is stopped (its process killed).",
+        ge=0.1,
+        le=600.0,
+    )
     query_row_limit: Int = setting(
-        10000, "Rows an Explore query returns at most (the cell says when there were more).",
-        ge=1, le=1000000)  # fmt: skip
+        10000,
+        "Rows an Explore query returns at most (the cell says when there were more).",
+        ge=1,
+        le=1000000,
+    )
     query_memory_mb: Int = setting(
-        1024, "Memory (MiB) an Explore query's process may hold, its own ~140 MiB included; "
-        "past it the query is stopped.", ge=256, le=1048576)  # fmt: skip
+        1024,
+        "Memory (MiB) an Explore query's process may hold, its own ~140 MiB included; "
+        "past it the query is stopped.",
+        ge=256,
+        le=1048576,
+    )
     query_threads: Int = setting(1, "DuckDB threads an Explore query runs on.", ge=1, le=256)
     query_workers: Int = setting(
-        2, "Explore query processes kept running (queries at once); the app may use up to "
-        "this many times query_memory_mb.", ge=1, le=64)  # fmt: skip
+        2,
+        "Explore query processes kept running (queries at once); the app may use up to "
+        "this many times query_memory_mb.",
+        ge=1,
+        le=64,
+    )
     query_temp_mb: Int = setting(
-        1024, "Temporary disk (MiB) an Explore query may spill to; past it the query is "
-        "stopped.", ge=0, le=1048576)  # fmt: skip
+        1024,
+        "Temporary disk (MiB) an Explore query may spill to; past it the query is stopped.",
+        ge=0,
+        le=1048576,
+    )
 
 
 class LakeSettings(Section):
     """The shared Apache Iceberg lake (convo publish --lake; convo_analytics.lake.LakeConfig)."""
 
     catalog_uri: Str = setting(
-        "sqlite:///data/lake/catalog.db", "The lake's Iceberg catalog, an SQLAlchemy URL: "
+        "sqlite:///data/lake/catalog.db",
+        "The lake's Iceberg catalog, an SQLAlchemy URL: "
         "sqlite:///PATH for one machine, postgresql+psycopg2://USER@HOST:PORT/DB when many "
         "workers publish. No password in it: use lake.catalog_password.",
         pattern=r"[a-z][a-z0-9+]*://\S*",
-        pattern_help="a database URL such as sqlite:///data/lake/catalog.db", url=True,
+        pattern_help="a database URL such as sqlite:///data/lake/catalog.db",
+        url=True,
         url_secret_to="lake.catalog_password",
-        url_secret_fix="PostgreSQL's driver also reads PGPASSWORD or a PGPASSFILE")  # fmt: skip
+        url_secret_fix="PostgreSQL's driver also reads PGPASSWORD or a PGPASSFILE",
+    )
     catalog_password: SecretText = setting(
         None, "Password of the catalog's database user. Secret: environment or file only."
     )
@@ -358,62 +491,96 @@ class LakeSettings(Section):
         None, "File whose content is the catalog database's password."
     )
     warehouse: Str = setting(
-        "data/lake/warehouse", "Where the lake's data and metadata files go: a local folder, "
+        "data/lake/warehouse",
+        "Where the lake's data and metadata files go: a local folder, "
         "or s3://BUCKET/PATH (credentials and endpoint from the usual AWS_* or "
-        "PYICEBERG_CATALOG__CONVO__S3__* environment variables).", url=True,
+        "PYICEBERG_CATALOG__CONVO__S3__* environment variables).",
+        url=True,
         url_secret_fix="object store credentials come from the AWS_* or "
-        "PYICEBERG_CATALOG__CONVO__S3__* environment variables")  # fmt: skip
+        "PYICEBERG_CATALOG__CONVO__S3__* environment variables",
+    )
     namespace: Str = setting(
-        "convo", "The Iceberg namespace the lake's tables are in.",
+        "convo",
+        "The Iceberg namespace the lake's tables are in.",
         pattern=r"[A-Za-z_][A-Za-z0-9_]*",
-        pattern_help="letters, digits and underscores")  # fmt: skip
+        pattern_help="letters, digits and underscores",
+    )
     keep_snapshots_hours: Int = setting(
-        168, "A publish's commit to a lake table expires the table's snapshots older than "
+        168,
+        "A publish's commit to a lake table expires the table's snapshots older than "
         "this many hours (time travel reaches back this far; the files stay for orphan-file "
-        "maintenance), but not those its readers are pinned to.", ge=0)  # fmt: skip
+        "maintenance), but not those its readers are pinned to.",
+        ge=0,
+    )
 
 
 class ReadSettings(Section):
     """What the readers read."""
 
     source: Str = setting(
-        "snapshot", "What the dashboard, `convo serve` and the exports read: snapshot (the "
+        "snapshot",
+        "What the dashboard, `convo serve` and the exports read: snapshot (the "
         "published copy; the exports, the warehouse) or lake (the lake as its complete "
         "publishes left it, copied locally).",
-        pattern=r"snapshot|lake", pattern_help="snapshot or lake")  # fmt: skip
+        pattern=r"snapshot|lake",
+        pattern_help="snapshot or lake",
+    )
 
 
 class RunSettings(Section):
     """The nightly pipeline."""
 
     lock_file: PathOrNone = setting(
-        None, "The warehouse writers' lock: every command that writes the warehouse (extract, "
+        None,
+        "The warehouse writers' lock: every command that writes the warehouse (extract, "
         "webhooks ingest, transform, publish, run) holds it, so writers never overlap. Empty: "
         "<warehouse>.lock beside the warehouse (one lock per warehouse file); set, this file "
-        "instead.")  # fmt: skip
+        "instead.",
+    )
     lock_wait_seconds: Float = setting(
-        0.0, "Seconds a writing command waits for another writer to release the lock before "
-        "it exits 75 (0: exit at once).", ge=0.0, le=86400.0)  # fmt: skip
+        0.0,
+        "Seconds a writing command waits for another writer to release the lock before "
+        "it exits 75 (0: exit at once).",
+        ge=0.0,
+        le=86400.0,
+    )
     log_file: PathOrNone = setting(
-        None, "File `convo run` appends every step's log to (its folder is made). Empty: "
+        None,
+        "File `convo run` appends every step's log to (its folder is made). Empty: "
         "none; the run prints its summary line, warnings and errors, and the step logs with "
-        "--verbose.")  # fmt: skip
+        "--verbose.",
+    )
     ingest_paths: List = setting(
-        (), "Webhook archives (files or folders) the run ingests besides "
-        "webhooks.archive_dir, e.g. a service's export of its delivery log.")  # fmt: skip
+        (),
+        "Webhook archives (files or folders) the run ingests besides "
+        "webhooks.archive_dir, e.g. a service's export of its delivery log.",
+    )
     export_days: Int = setting(
-        30, "Days, ending yesterday, that the run's summary and guardrail exports cover.",
-        ge=1, le=732)  # fmt: skip
+        30,
+        "Days, ending yesterday, that the run's summary and guardrail exports cover.",
+        ge=1,
+        le=732,
+    )
     guardrail_format: Str = setting(
-        "jsonl", "Format of the run's guardrail export: jsonl, csv or parquet.",
-        pattern=r"jsonl|csv|parquet", pattern_help="jsonl, csv or parquet")  # fmt: skip
+        "jsonl",
+        "Format of the run's guardrail export: jsonl, csv or parquet.",
+        pattern=r"jsonl|csv|parquet",
+        pattern_help="jsonl, csv or parquet",
+    )
     archive_retention_days: Int = setting(
-        90, "Received webhook archive files older than this, once ingested, are removed (0 "
-        "keeps them all).", ge=0)  # fmt: skip
+        90,
+        "Received webhook archive files older than this, once ingested, are removed (0 "
+        "keeps them all).",
+        ge=0,
+    )
     alert_webhook_url: SecretText = setting(
-        None, "URL that gets a JSON POST when a run fails or ends with a warning. Secret (chat "
-        "webhook URLs carry their credential): environment only.")  # fmt: skip
+        None,
+        "URL that gets a JSON POST when a run fails or ends with a warning. Secret (chat "
+        "webhook URLs carry their credential): environment only.",
+    )
     alert_command: Str = setting(
-        "", "Shell command run when a run fails or ends with a warning, with CONVO_RUN_ID, "
+        "",
+        "Shell command run when a run fails or ends with a warning, with CONVO_RUN_ID, "
         "CONVO_RUN_STATUS, CONVO_RUN_FAILED_STEP, CONVO_RUN_ERROR and CONVO_RUN_WARNINGS set "
-        "(empty: none).")  # fmt: skip
+        "(empty: none).",
+    )

@@ -36,6 +36,7 @@ from convo_analytics.config._sections import (
     WebhooksSettings,
 )
 from convo_analytics.config._urls import masked_url
+from convo_analytics.config._workspace_tables import WorkspaceSpec
 
 __all__ = ["LOADING", "Found", "Resolved", "Settings", "display_value"]
 
@@ -84,6 +85,8 @@ class Settings(BaseSettings):
     lake: LakeSettings = Field(default_factory=LakeSettings)
     read: ReadSettings = Field(default_factory=ReadSettings)
     run: RunSettings = Field(default_factory=RunSettings)
+    #: ``[[workspaces]]``: one table a workspace (none: the flat settings are one workspace).
+    workspaces: tuple[WorkspaceSpec, ...] = Field((), json_schema_extra={"tables": True})
 
     _found: tuple[Found, ...] = PrivateAttr(())
     _config: tuple[Path | None, str] = PrivateAttr((None, ""))
@@ -103,10 +106,13 @@ class Settings(BaseSettings):
         return (init_settings, *LOADING.get())
 
     def loaded(
-        self, found: tuple[Found, ...], config: tuple[Path | None, str],
-        tables: dict[str, dict[str, Any]], environ: Mapping[str, str],
+        self,
+        found: tuple[Found, ...],
+        config: tuple[Path | None, str],
+        tables: dict[str, dict[str, Any]],
+        environ: Mapping[str, str],
         locate: Callable[[str], str] | None,
-    ) -> Settings:  # fmt: skip
+    ) -> Settings:
         """Remember where the values came from (called by load_settings)."""
         self._found, self._config, self._tables = found, config, tables
         self._environ, self._locate = dict(environ), locate
@@ -130,8 +136,8 @@ class Settings(BaseSettings):
         return self._environ
 
     def tables(self, section: str) -> dict[str, Any]:
-        """The nested tables of ``section`` in the config file (``extract.streams``; ``""``:
-        the top level's ``[[workspaces]]``), validated by their owners' models."""
+        """The nested tables of ``section`` in the config file (``[extract.streams.NAME]``,
+        ``[extract.fields]``), validated by the extractor's source model."""
         return dict(self._tables.get(section, {}))
 
     def locate(self, dotted: str) -> str:
@@ -207,20 +213,32 @@ class Settings(BaseSettings):
 
     # -- derived settings and display ------------------------------------------------
     def with_values(
-        self, values: Mapping[str, object], origin: str,
-        tables: Mapping[str, dict[str, Any]] | None = None,
-    ) -> Settings:  # fmt: skip
+        self,
+        values: Mapping[str, object],
+        origin: str,
+        workspaces: tuple[WorkspaceSpec, ...] | None = None,
+    ) -> Settings:
         """These settings with ``values`` (typed, by dotted name) in place, each reported as a
-        flag from ``origin``; ``tables`` replaces those sections' tables."""
+        flag from ``origin``; ``workspaces`` replaces the ``[[workspaces]]`` tables."""
         sections: dict[str, dict[str, object]] = {}
         for name, value in values.items():
             setting = self.registry.get(name)
             sections.setdefault(setting.section, {})[setting.key] = value
-        new = self.model_copy(update={section: getattr(self, section).model_copy(update=keys)
-                                      for section, keys in sections.items()})  # fmt: skip
+        update: dict[str, object] = {
+            section: getattr(self, section).model_copy(update=keys)
+            for section, keys in sections.items()
+        }
+        if workspaces is not None:
+            update["workspaces"] = workspaces
+        new = self.model_copy(update=update)
         overlay = _Overlay({name: (Source.FLAG, origin) for name in values})
-        return new.loaded((overlay, *self._found), self._config, {**self._tables, **(tables or {})},
-                          self._environ, self._locate)  # fmt: skip
+        return new.loaded(
+            (overlay, *self._found),
+            self._config,
+            self._tables,
+            self._environ,
+            self._locate,
+        )
 
     def display(self) -> dict[str, dict[str, object]]:
         """A JSON-ready view: secrets are ``"***"`` (set) or ``None`` (unset), URLs' query

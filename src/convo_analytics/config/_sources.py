@@ -37,6 +37,7 @@ from convo_analytics.config._model import (
 )
 from convo_analytics.config._settings import LOADING, Settings
 from convo_analytics.config._urls import masked_url, url_secret
+from convo_analytics.config._workspace_tables import workspace_problems
 
 __all__ = ["DEFAULT_CONFIG_NAME", "TABLES", "ConfigLocation", "find_config_file", "load_settings"]
 
@@ -112,8 +113,11 @@ class _Layer(PydanticBaseSettingsSource):
             except ValidationError as exc:
                 setting = self.registry.get(f"{section}.{exc.errors()[0]['loc'][0]}")
                 expected = setting.expectation()
-                shown = "(a secret, not shown)" if setting.is_secret else \
-                    _show(_masked(setting, self.raw[setting.name]), "URL" in expected)  # fmt: skip
+                shown = (
+                    "(a secret, not shown)"
+                    if setting.is_secret
+                    else _show(_masked(setting, self.raw[setting.name]), "URL" in expected)
+                )
                 raise ConfigError(self.invalid(setting, expected, shown)) from None
             for key in values:
                 setting = self.registry.get(f"{section}.{key}")
@@ -130,15 +134,18 @@ class _Layer(PydanticBaseSettingsSource):
                 continue
             home = extra = ""
             if setting.url_secret_to is not None:
-                home = (f" and give it as {setting.url_secret_to}: "
-                        f"{self.registry.how_to_set_secret(setting.url_secret_to)}")  # fmt: skip
+                home = (
+                    f" and give it as {setting.url_secret_to}: "
+                    f"{self.registry.how_to_set_secret(setting.url_secret_to)}"
+                )
             extra = setting.url_secret_fix or (
                 "" if home else "secrets come from the environment or a file, never a URL"
             )
             raise ConfigError(
                 f"{setting.name} ({self.found[setting.name][1]}) holds {where}: remove it from "
                 f"the URL (URLs are shown in messages and by `convo config show`){home}"
-                + (f"; {extra}" if extra else ""))  # fmt: skip
+                + (f"; {extra}" if extra else "")
+            )
 
 
 class FlagSource(_Layer):
@@ -173,7 +180,8 @@ class EnvSource(_Layer):
             if len({text.strip() for _, text in found}) > 1:
                 raise ConfigError(
                     f"environment variables {' and '.join(v for v, _ in found)} both set "
-                    f"{setting.name} to different values; unset all but one")  # fmt: skip
+                    f"{setting.name} to different values; unset all but one"
+                )
             if found:
                 self.put(setting.name, found[0][1], f"${found[0][0]}")
         self.check()
@@ -186,8 +194,9 @@ class EnvSource(_Layer):
 
 class TomlSource(_Layer):
     """convo.toml, read strictly (an integer is written as one), with the line of each value;
-    relative paths are the file's folder's. Its nested tables (``[[workspaces]]``,
-    ``[extract.streams.NAME]``) are kept in ``tables`` for the models that own them."""
+    relative paths are the file's folder's. ``[[workspaces]]`` is checked here (one line a
+    problem) and given to the model's ``workspaces``; ``[extract.streams.NAME]`` and
+    ``[extract.fields]`` are kept in ``tables`` for the extractor's source model."""
 
     source = Source.FILE
     strict = True
@@ -195,6 +204,7 @@ class TomlSource(_Layer):
     def __init__(self, settings_cls: type[BaseSettings], location: ConfigLocation | None) -> None:
         super().__init__(settings_cls)
         self.tables: dict[str, dict[str, Any]] = {}
+        self.workspaces: list[Any] = []
         self.path = location.path if location else None
         self.text = _read_text(location.path) if location else ""
         if location is None:
@@ -202,12 +212,14 @@ class TomlSource(_Layer):
         self.folder = location.path.parent
         for section, table in self._parse().items():
             if section == "workspaces" and isinstance(table, list):
-                self.tables.setdefault("", {})["workspaces"] = table
+                self._workspaces(table)
             elif section not in self.registry.sections:
                 raise ConfigError(self._unknown_section(section))
             elif not isinstance(table, dict):
-                raise ConfigError(f"{self.where(None, section)}: '{section}' must be a table "
-                                  f"like [{section}], not a single value")  # fmt: skip
+                raise ConfigError(
+                    f"{self.where(None, section)}: '{section}' must be a table "
+                    f"like [{section}], not a single value"
+                )
             else:
                 for key, raw in table.items():
                     if key in TABLES.get(section, ()) and isinstance(raw, dict):
@@ -215,6 +227,16 @@ class TomlSource(_Layer):
                     else:
                         self._value(section, key, raw)
         self.check()
+
+    def __call__(self) -> dict[str, Any]:
+        return {**self.data, "workspaces": self.workspaces} if self.workspaces else self.data
+
+    def _workspaces(self, raw: list[Any]) -> None:
+        _, problems = workspace_problems(raw)
+        if problems:
+            raise ConfigError("\n".join(f"{self.path}: {problem}" for problem in problems))
+        self.workspaces = raw
+        self.found["workspaces"] = (self.source, self.where(None, "workspaces"))
 
     def _parse(self) -> dict[str, Any]:
         try:
@@ -237,19 +259,23 @@ class TomlSource(_Layer):
             raise ConfigError(
                 f"{where}: unknown setting {key!r} in [{section}]; "
                 + (f"did you mean '{hint[0]}'? " if hint else "")
-                + f"known settings in [{section}]: {', '.join(known)}")  # fmt: skip
+                + f"known settings in [{section}]: {', '.join(known)}"
+            )
         setting = self.registry.get(name)
         if setting.is_secret:
             raise ConfigError(
                 f"{where}: [{section}] {key} is a secret and must not be written in a config "
-                f"file; remove it and {self.registry.how_to_set_secret(name)}")  # fmt: skip
+                f"file; remove it and {self.registry.how_to_set_secret(name)}"
+            )
         if setting.kind is Kind.PATH and isinstance(raw, str) and (path := _path(raw)):
             raw = str(path if path.is_absolute() else self.folder / path)
         self.put(name, raw, where)
 
     def invalid(self, setting: Setting, expected: str, shown: str) -> str:
-        return (f"{self.found[setting.name][1]}: [{setting.section}] {setting.key} must be "
-                f"{expected}, got {shown}; fix the value")  # fmt: skip
+        return (
+            f"{self.found[setting.name][1]}: [{setting.section}] {setting.key} must be "
+            f"{expected}, got {shown}; fix the value"
+        )
 
     def _unknown_section(self, section: str) -> str:
         where = self.where(None, section)
@@ -260,9 +286,11 @@ class TomlSource(_Layer):
         known = list(self.registry.sections)
         hint = difflib.get_close_matches(section, known, n=1)
         shown = section if re.fullmatch(r"[A-Za-z0-9_\-]+", section) else repr(section)
-        return (f"{where}: unknown section [{shown}]; "
-                + (f"did you mean [{hint[0]}]? " if hint else "")
-                + f"known sections: {', '.join(known)}")  # fmt: skip
+        return (
+            f"{where}: unknown section [{shown}]; "
+            + (f"did you mean [{hint[0]}]? " if hint else "")
+            + f"known sections: {', '.join(known)}"
+        )
 
     def where(self, section: str | None, key: str) -> str:
         """``path:line`` of the line defining ``[section] key`` (best effort), else ``path``."""
@@ -307,11 +335,16 @@ class SecretFileSource(_Layer):
                 if direct.source is via.source:
                     raise ConfigError(
                         f"both {target.name} ({direct.found[target.name][1]}) and {file.name} "
-                        f"({origin}) are set; set only one of them")  # fmt: skip
+                        f"({origin}) are set; set only one of them"
+                    )
                 continue
             label = f"secret file {path} (from {file.name}, {origin})"
-            self.put(target.name, _read_secret(label, f"fix {file.name} or create the file", path),
-                     f"file {path} via {origin}", via.source)  # fmt: skip
+            self.put(
+                target.name,
+                _read_secret(label, f"fix {file.name} or create the file", path),
+                f"file {path} via {origin}",
+                via.source,
+            )
 
 
 def load_settings(
@@ -341,8 +374,9 @@ def load_settings(
     finally:
         LOADING.reset(token)
     config = (location.path, location.reason) if location else (None, "")
-    return settings.loaded(tuple(layers), config, toml.tables, env,
-                           toml.locate if location else None)  # fmt: skip
+    return settings.loaded(
+        tuple(layers), config, toml.tables, env, toml.locate if location else None
+    )
 
 
 def _read_text(path: Path) -> str:
@@ -387,8 +421,15 @@ def _show(raw: object, url: bool = False) -> str:
     """A (non-secret) offending value for a message; a URL without a scheme says so."""
     if url and isinstance(raw, str) and "://" not in raw:
         return f"{raw!r}, which has no scheme (write https://{raw}, or http:// for loopback)"
-    kinds = {bool: "boolean", int: "integer", float: "float", str: "string", list: "array",
-             tuple: "array", dict: "table"}  # fmt: skip
+    kinds = {
+        bool: "boolean",
+        int: "integer",
+        float: "float",
+        str: "string",
+        list: "array",
+        tuple: "array",
+        dict: "table",
+    }
     shown = repr(raw) if not isinstance(raw, dict) else "{...}"
     shown = shown[:57] + "..." if len(shown) > 60 else shown
     return f"{kinds.get(type(raw), type(raw).__name__)} {shown}"

@@ -19,19 +19,15 @@ a ConfigError at that first use, naming the variable or file.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Generic, Literal, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from convo_analytics._net import insecure_url
 from convo_analytics.config._model import ConfigError
 from convo_analytics.config._secret import Secret
 from convo_analytics.config._settings import Settings
-from convo_analytics.config._urls import url_secret
+from convo_analytics.config._workspace_tables import ApiKeyAuth, OAuthAuth, WorkspaceSpec
 
 __all__ = [
     "DEFAULT_WORKSPACE",
@@ -47,74 +43,6 @@ __all__ = [
 
 #: The name of the one workspace a configuration without ``[[workspaces]]`` describes.
 DEFAULT_WORKSPACE = "default"
-_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}"
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ApiKeyAuth(_Spec):
-    """A workspace API key, from an environment variable or a file (never the config)."""
-
-    type: Literal["api_key"]
-    key_env: str | None = None
-    key_file: Path | None = None
-
-
-class OAuthAuth(_Spec):
-    """An OAuth 2.0 grant: ``authorization_code`` (``convo auth login``, refreshed by
-    itself) or ``client_credentials`` (server to server, a confidential client)."""
-
-    type: Literal["oauth"]
-    client_id: str
-    client_secret_env: str | None = None
-    client_secret_file: Path | None = None
-    scopes: tuple[str, ...] = ("conversations:read", "leads:read", "analytics:read")
-    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
-    #: The authorization server; default: the base URL's RFC 8414 metadata document.
-    issuer: str | None = None
-
-    @field_validator("issuer")
-    @classmethod
-    def _issuer(cls, value: str | None) -> str | None:
-        """The client's code, tokens and secret go there: TLS (http only to loopback), and
-        an issuer is a bare URL (RFC 8414, 2: no query, no fragment)."""
-        if value is None:
-            return value
-        if (problem := insecure_url(value)) is not None:
-            raise ValueError(f"the issuer {problem} (decision D-OAUTH-ORIGINS)")
-        if "?" in value or "#" in value:
-            raise ValueError("an issuer has no query or fragment (RFC 8414); remove them")
-        return value.rstrip("/")
-
-
-class WorkspaceSpec(_Spec):
-    """One ``[[workspaces]]`` table, as written."""
-
-    name: Annotated[str, Field(pattern=f"^{_NAME}$")]
-    #: The service's own id of the workspace; default: learned from its records, else the name.
-    workspace_id: str | None = None
-    base_url: str | None = None
-    auth: Annotated[ApiKeyAuth | OAuthAuth, Field(discriminator="type")] | None = None
-    rate_limit: str | None = None
-    webhook_secrets_env: str | None = None
-    webhook_secrets_file: Path | None = None
-    #: Tokens of `convo serve` clients that may read this workspace (read by serve only).
-    serve_tokens_env: str | None = None
-    serve_tokens_file: Path | None = None
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"https?://", value):
-            raise ValueError("must start with https:// (or http:// for loopback)")
-        if value is not None and (where := url_secret(value)) is not None:
-            raise ValueError(
-                f"holds {where}: remove it from the URL (URLs are shown in messages); the "
-                "workspace's credential goes in its auth (key_env or key_file)"
-            )
-        return value
 
 
 _T = TypeVar("_T")
@@ -261,14 +189,16 @@ def _workspace(
                 "(client_secret_env or client_secret_file)"
             )
         if resolve_secrets and named:
-            client_secret = secret("auth.client_secret_env/_file", auth.client_secret_env,
-                                   auth.client_secret_file)  # fmt: skip
+            client_secret = secret(
+                "auth.client_secret_env/_file", auth.client_secret_env, auth.client_secret_file
+            )
     elif resolve_secrets:
         api_key = settings.get_secret("service.api_key")
     hooks: tuple[Secret, ...] | Deferred[tuple[Secret, ...]] = ()
     if resolve_secrets and (spec.webhook_secrets_env or spec.webhook_secrets_file):
-        read_hooks = secret("webhook_secrets_env/_file", spec.webhook_secrets_env,
-                            spec.webhook_secrets_file)  # fmt: skip
+        read_hooks = secret(
+            "webhook_secrets_env/_file", spec.webhook_secrets_env, spec.webhook_secrets_file
+        )
 
         def parts() -> tuple[Secret, ...]:
             found = read_hooks.read()
@@ -299,16 +229,17 @@ def _workspace(
 def load_workspaces(settings: Settings, *, resolve_secrets: bool = True) -> list[WorkspaceConfig]:
     """Every configured workspace, in order; one implicit workspace without ``[[workspaces]]``.
 
-    Raises ConfigError (one line per problem) for a malformed table, a repeated
-    name, or an auth that names no secret where it needs one. The secrets are read
+    The tables were checked as the config was loaded (one line per malformed table or
+    repeated name); this raises ConfigError for an auth that names no secret where it
+    needs one. The secrets are read
     when first used (a missing one is a ConfigError then), so a command about one
     workspace needs none of the others'. Readers of the warehouse (exports, `convo
     serve`) pass ``resolve_secrets=False``: they need names and ids, not the
     service's credentials, which are then never read.
     """
-    raw = settings.tables("").get("workspaces")
+    specs = settings.workspaces  # validated as the config was loaded
     environ = settings.environ
-    if not raw:
+    if not specs:
         key = settings.get_secret("service.api_key") if resolve_secrets else None
         hooks = settings.get_secret("webhooks.secret") if resolve_secrets else None
         return [
@@ -323,24 +254,6 @@ def load_workspaces(settings: Settings, *, resolve_secrets: bool = True) -> list
                 implicit=True,
             )
         ]
-    if not isinstance(raw, list):
-        raise ConfigError("workspaces must be written as [[workspaces]] tables")
-    specs: list[WorkspaceSpec] = []
-    problems: list[str] = []
-    for i, table in enumerate(raw):
-        try:
-            specs.append(WorkspaceSpec.model_validate(table))
-        except ValidationError as exc:
-            for error in exc.errors():
-                loc = ".".join(str(p) for p in error["loc"])
-                msg = error["msg"].removeprefix("Value error, ")
-                problems.append(f"[[workspaces]] #{i + 1} {loc}: {msg}")
-    names = [s.name for s in specs]
-    problems += [f"[[workspaces]] name {n!r} is used twice" for n in sorted(
-        {n for n in names if names.count(n) > 1})]  # fmt: skip
-    if problems:
-        where = f"{settings.config_path}: " if settings.config_path else ""
-        raise ConfigError("\n".join(where + problem for problem in problems))
     base_dir = settings.config_path.parent if settings.config_path else None
     return [_workspace(spec, settings, environ, base_dir, resolve_secrets) for spec in specs]
 

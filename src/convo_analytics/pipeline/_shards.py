@@ -57,10 +57,8 @@ def shard_settings(settings: Settings, name: str) -> Settings:
     }
     if not chosen.implicit:
         overrides |= {"webhooks.secret": None, "run.ingest_paths": ()}
-    top = settings.tables("")
-    if "workspaces" in top:
-        top["workspaces"] = [t for t in top["workspaces"] if t.get("name") == name]
-    return settings.with_values(overrides, f"shard of workspace {name}", tables={"": top})
+    own = tuple(spec for spec in settings.workspaces if spec.name == name)
+    return settings.with_values(overrides, f"shard of workspace {name}", workspaces=own)
 
 
 def run_shard_step(step: Step, settings: Settings, name: str, run_id: str) -> dict[str, Any]:
