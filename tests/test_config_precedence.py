@@ -36,11 +36,23 @@ class Case:
 
 CASES = (
     Case("sandbox.port", None, 8787, st.integers(0, 65535)),
-    Case("service.timeout_seconds", "CONVO_TIMEOUT_SECONDS", 30.0, st.sampled_from([0.5, 7.0, 99.25])),
-    Case("service.rate_limit", "CONVO_RATE_LIMIT", "600/min", st.sampled_from(["100/min", "5/s", "none"])),
+    Case(
+        "service.timeout_seconds", "CONVO_TIMEOUT_SECONDS", 30.0, st.sampled_from([0.5, 7.0, 99.25])
+    ),
+    Case(
+        "service.rate_limit",
+        "CONVO_RATE_LIMIT",
+        "600/min",
+        st.sampled_from(["100/min", "5/s", "none"]),
+    ),
     Case("extract.strict", None, False, st.booleans()),
-    Case("warehouse.path", "CONVO_DB", "data/warehouse.duckdb", st.sampled_from(["w1.duckdb", "/abs/w2.duckdb"])),
-)  # fmt: skip
+    Case(
+        "warehouse.path",
+        "CONVO_DB",
+        "data/warehouse.duckdb",
+        st.sampled_from(["w1.duckdb", "/abs/w2.duckdb"]),
+    ),
+)
 
 
 def _text(value: object) -> str:
