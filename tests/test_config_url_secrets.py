@@ -74,9 +74,8 @@ def test_the_refusal_names_the_file_line_and_the_flag(tmp_path: Path) -> None:
 def test_a_workspace_base_url_with_a_key_in_it_is_refused(tmp_path: Path) -> None:
     toml = (f'[[workspaces]]\nname = "acme"\nbase_url = "https://api.example.com/?token={PW}"\n'
             'auth = { type = "api_key", key_env = "K" }\n')  # fmt: skip
-    settings_ = load(tmp_path, {"K": "k"}, toml=toml)
-    with pytest.raises(ConfigError, match="base_url") as refused:
-        load_workspaces(settings_)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="base_url") as refused:  # refused as it is read
+        load_workspaces(load(tmp_path, {"K": "k"}, toml=toml))  # type: ignore[arg-type]
     assert PW not in str(refused.value) and "'token'" in str(refused.value)
 
 

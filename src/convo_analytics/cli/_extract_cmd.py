@@ -44,20 +44,17 @@ def _pagination(text: str) -> tuple[str, dict[str, str]]:
 
 
 def _source(settings: Settings) -> Any:
-    """The ``[extract.streams.*]`` and ``[extract.fields]`` description, validated."""
-    from pydantic import ValidationError
+    """The ``[extract.streams.*]`` and ``[extract.fields]`` description (validated as the
+    settings were loaded), its typed-column keys checked against the warehouse."""
+    from convo_analytics.extract import field_problems
 
-    from convo_analytics.extract import load_source, source_errors
-
-    try:
-        return load_source(settings.tables("extract"), settings.environ)
-    except ValidationError as exc:
-        lines = source_errors(exc)
-        where = [settings.locate(line.split(":", 1)[0]) for line in lines]
+    if problems := field_problems(settings.endpoints):
+        where = settings.locate("extract.fields")
         raise UserError(
-            "\n".join(f"{w}: {line}" if w else line for w, line in zip(where, lines, strict=True))
+            "\n".join(f"{where}: {p}" if where else p for p in problems)
             + "\n(docs/configuration.md, 'The service's endpoints', describes every key)"
-        ) from None
+        )
+    return settings.endpoints
 
 
 def source_description(settings: Settings) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from pydantic import Field, PrivateAttr, SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from convo_analytics.config._endpoints import SourceSpec
 from convo_analytics.config._model import ConfigError, Kind, Registry, Setting, Source, describe
 from convo_analytics.config._secret import MASK, Secret
 from convo_analytics.config._sections import (
@@ -87,6 +88,10 @@ class Settings(BaseSettings):
     run: RunSettings = Field(default_factory=RunSettings)
     #: ``[[workspaces]]``: one table a workspace (none: the flat settings are one workspace).
     workspaces: tuple[WorkspaceSpec, ...] = Field((), json_schema_extra={"tables": True})
+    #: ``[extract.streams.NAME]`` and ``[extract.fields]``: the service's endpoints as data.
+    endpoints: SourceSpec = Field(
+        default_factory=lambda: SourceSpec.model_validate({}), json_schema_extra={"tables": True}
+    )
 
     _found: tuple[Found, ...] = PrivateAttr(())
     _config: tuple[Path | None, str] = PrivateAttr((None, ""))

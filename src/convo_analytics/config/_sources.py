@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
+from convo_analytics.config._endpoints import SourceSpec, load_source, source_errors
 from convo_analytics.config._model import (
     CONFIG_ENV_VAR,
     ConfigError,
@@ -373,10 +374,25 @@ def load_settings(
         raise ConfigError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
     finally:
         LOADING.reset(token)
+    settings = settings.model_copy(update={"endpoints": _endpoints(toml, env)})
     config = (location.path, location.reason) if location else (None, "")
     return settings.loaded(
         tuple(layers), config, toml.tables, env, toml.locate if location else None
     )
+
+
+def _endpoints(toml: TomlSource, environ: Mapping[str, str]) -> SourceSpec:
+    """``[extract.streams.*]`` and ``[extract.fields]`` from the environment
+    (``CONVO_EXTRACT__...``) over the file, one line per problem naming its place."""
+    try:
+        return load_source(toml.tables.get("extract", {}), environ)
+    except ValidationError as exc:
+        lines = source_errors(exc)
+        where = [toml.locate(line.split(":", 1)[0]) if toml.path else "" for line in lines]
+        raise ConfigError(
+            "\n".join(f"{w}: {line}" if w else line for w, line in zip(where, lines, strict=True))
+            + "\n(docs/configuration.md, 'The service's endpoints', describes every key)"
+        ) from None
 
 
 def _read_text(path: Path) -> str:

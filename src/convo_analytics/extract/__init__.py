@@ -10,7 +10,12 @@ from convo_analytics.extract._progress import BarProgress, LogProgress, NoProgre
 from convo_analytics.extract._results import ExtractResult, StreamResult, WorkspacesResult
 from convo_analytics.extract._runner import run_extract, run_extract_many
 from convo_analytics.extract._shapes import ShapeError
-from convo_analytics.extract._source import SourceSpec, load_source, source_errors
+from convo_analytics.extract._source import (
+    SourceSpec,
+    field_problems,
+    load_source,
+    source_errors,
+)
 from convo_analytics.extract._streams import ALL_STREAMS, ExtractConfig
 
 __all__ = [
@@ -26,6 +31,7 @@ __all__ = [
     "SourceSpec",
     "StreamResult",
     "WorkspacesResult",
+    "field_problems",
     "load_source",
     "run_extract",
     "run_extract_many",
