@@ -25,6 +25,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from convo_analytics.config._model import SourcedSettings
+
 __all__ = [
     "ALL_STREAMS",
     "LIST_STREAMS",
@@ -171,7 +173,7 @@ class StreamsSpec(_Spec):
         return value
 
 
-class SourceSpec(BaseSettings):
+class SourceSpec(SourcedSettings):
     """The source description: ``[extract.streams.*]`` and ``[extract.fields]``.
 
     Built by :func:`load_source` with pydantic-settings: flags (init values) >
@@ -222,23 +224,8 @@ def load_source(
     Raises pydantic's ValidationError (see :func:`source_errors` for one line each).
     """
 
-    class _Loaded(SourceSpec):
-        @classmethod
-        def settings_customise_sources(
-            cls,
-            settings_cls: type[BaseSettings],
-            init_settings: PydanticBaseSettingsSource,
-            env_settings: PydanticBaseSettingsSource,
-            dotenv_settings: PydanticBaseSettingsSource,
-            file_secret_settings: PydanticBaseSettingsSource,
-        ) -> tuple[PydanticBaseSettingsSource, ...]:
-            return (
-                init_settings,
-                _Environment(settings_cls, environ),
-                _TableSource(settings_cls, file_tables),
-            )
-
-    return _Loaded(**dict(flags or {}))
+    sources = (_Environment(SourceSpec, environ), _TableSource(SourceSpec, file_tables))
+    return SourceSpec.build(sources, **dict(flags or {}))
 
 
 def source_errors(exc: ValidationError) -> list[str]:

@@ -13,14 +13,16 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 import annotated_types
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationInfo
 from pydantic import field_validator as _field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from convo_analytics.config._secret import Secret
 from convo_analytics.errors import UserError
@@ -42,6 +44,7 @@ __all__ = [
     "Section",
     "Setting",
     "Source",
+    "SourcedSettings",
     "Str",
     "describe",
     "generic_env_var",
@@ -374,3 +377,36 @@ class Registry:
 def describe(model: type[BaseModel]) -> Registry:
     """The settings ``model`` declares (checked; ``ValueError`` for a bad declaration)."""
     return Registry(model)
+
+
+#: The model being built by :meth:`SourcedSettings.build` and the sources it reads.
+_BUILDING: ContextVar[tuple[type, tuple[PydanticBaseSettingsSource, ...]]] = ContextVar(
+    "_BUILDING", default=(type(None), ())
+)
+
+
+class SourcedSettings(BaseSettings):
+    """A pydantic-settings model whose sources a loader hands it for one build (:meth:`build`):
+    nothing is read from ``os.environ`` or a file behind the loader's back, and a model
+    made bare (``Model()``) holds its defaults."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        owner, sources = _BUILDING.get()
+        return (init_settings, *sources) if settings_cls is owner else (init_settings,)
+
+    @classmethod
+    def build(cls, sources: Iterable[PydanticBaseSettingsSource], **init: Any) -> Self:
+        """The model from ``sources``, highest precedence first (``init``: above them all)."""
+        token = _BUILDING.set((cls, tuple(sources)))
+        try:
+            return cls(**init)
+        finally:
+            _BUILDING.reset(token)

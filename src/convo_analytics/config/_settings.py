@@ -9,16 +9,23 @@ model from the sources of :mod:`._sources`; ``Settings()`` alone holds the defau
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import Field, PrivateAttr, SecretStr
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from convo_analytics.config._endpoints import SourceSpec
-from convo_analytics.config._model import ConfigError, Kind, Registry, Setting, Source, describe
+from convo_analytics.config._model import (
+    ConfigError,
+    Kind,
+    Registry,
+    Setting,
+    Source,
+    SourcedSettings,
+    describe,
+)
 from convo_analytics.config._secret import MASK, Secret
 from convo_analytics.config._sections import (
     AuthSettings,
@@ -39,10 +46,7 @@ from convo_analytics.config._sections import (
 from convo_analytics.config._urls import masked_url
 from convo_analytics.config._workspace_tables import WorkspaceSpec
 
-__all__ = ["LOADING", "Found", "Resolved", "Settings", "display_value"]
-
-#: The sources :func:`load_settings` reads, highest precedence first, while it builds a model.
-LOADING: ContextVar[tuple[PydanticBaseSettingsSource, ...]] = ContextVar("LOADING", default=())
+__all__ = ["Found", "Resolved", "Settings", "display_value"]
 
 
 class Found(Protocol):
@@ -66,7 +70,7 @@ class _Overlay:
     found: dict[str, tuple[Source, str]]
 
 
-class Settings(BaseSettings):
+class Settings(SourcedSettings):
     """Effective configuration, one section model a ``[section]``: flags > environment >
     convo.toml > defaults (see :func:`convo_analytics.config.load_settings`)."""
 
@@ -98,17 +102,6 @@ class Settings(BaseSettings):
     _tables: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
     _environ: dict[str, str] = PrivateAttr(default_factory=dict)
     _locate: Callable[[str], str] | None = PrivateAttr(None)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, *LOADING.get())
 
     def loaded(
         self,

@@ -36,7 +36,7 @@ from convo_analytics.config._model import (
     _path,
     describe,
 )
-from convo_analytics.config._settings import LOADING, Settings
+from convo_analytics.config._settings import Settings
 from convo_analytics.config._urls import masked_url, url_secret
 from convo_analytics.config._workspace_tables import workspace_problems
 
@@ -366,14 +366,11 @@ def load_settings(
     flags = FlagSource(model, overrides)
     layers: list[_Layer] = [flags, env_source, toml]
     layers.insert(0, SecretFileSource(model, layers))
-    token = LOADING.set(tuple(layers))
     try:
-        settings = model()
+        settings = model.build(layers)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ConfigError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
-    finally:
-        LOADING.reset(token)
     settings = settings.model_copy(update={"endpoints": _endpoints(toml, env)})
     config = (location.path, location.reason) if location else (None, "")
     return settings.loaded(

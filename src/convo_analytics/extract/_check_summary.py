@@ -17,11 +17,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
+from convo_analytics.config._endpoints import RangeSpec
 from convo_analytics.extract._fields import find_fields
 from convo_analytics.extract._http import ExtractError
 from convo_analytics.extract._probe import Probe, StreamCheck
 from convo_analytics.extract._shapes import ShapeError, find_records, value_at
-from convo_analytics.extract._source import RangeSpec, StreamPlan
+from convo_analytics.extract._source import StreamPlan
 from convo_analytics.extract._summary import (
     ABSENT,
     DEFAULT_RECORDS,

@@ -18,33 +18,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from convo_analytics.config._endpoints import (
-    ALL_STREAMS,
-    LIST_STREAMS,
     DetailSpec,
     IncrementalSpec,
     PaginatorSpec,
     RangeSpec,
     SourceSpec,
     StreamSpec,
-    load_source,
-    source_errors,
 )
 from convo_analytics.warehouse._shape import DETAIL_LISTS, FIELD_TABLES, field_key
 
-__all__ = [
-    "ALL_STREAMS",
-    "LIST_STREAMS",
-    "DetailSpec",
-    "IncrementalSpec",
-    "PaginatorSpec",
-    "RangeSpec",
-    "SourceSpec",
-    "StreamPlan",
-    "StreamSpec",
-    "field_problems",
-    "load_source",
-    "source_errors",
-]
+__all__ = ["StreamPlan", "field_problems", "plan_stream"]
 
 
 def field_problems(source: SourceSpec) -> list[str]:

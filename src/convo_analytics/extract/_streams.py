@@ -7,14 +7,8 @@ from datetime import datetime
 from pathlib import Path
 
 from convo_analytics.auth import Credentials
-from convo_analytics.extract._source import (
-    ALL_STREAMS,
-    LIST_STREAMS,
-    PaginatorSpec,
-    SourceSpec,
-    StreamPlan,
-    plan_stream,
-)
+from convo_analytics.config._endpoints import ALL_STREAMS, LIST_STREAMS, PaginatorSpec, SourceSpec
+from convo_analytics.extract._source import StreamPlan, plan_stream
 from convo_analytics.warehouse._tables import (
     RAW_CONVERSATION_DETAILS,
     RAW_CONVERSATIONS,
