@@ -10,7 +10,6 @@ duplicates, and readers see only what ``publish`` copies.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,7 @@ from convo_analytics.pipeline import RunContext, Step, StepFailed
 
 def extract(ctx: RunContext) -> dict[str, Any]:
     """Page the service's API (conversations with details, leads, summary) into the warehouse."""
-    from convo_analytics.cli._extract_cmd import extract_configs
-    from convo_analytics.extract import LogProgress, run_extract_many
+    from convo_analytics.extract import LogProgress, extract_configs, run_extract_many
 
     configs = extract_configs(ctx.settings)
     result = asyncio.run(run_extract_many(configs, LogProgress()))
@@ -49,7 +47,7 @@ def extract(ctx: RunContext) -> dict[str, Any]:
 
 def check_extract(settings: Settings) -> None:
     """Each workspace's URL and credentials and the endpoints' description (no request)."""
-    from convo_analytics.cli._extract_cmd import extract_configs
+    from convo_analytics.extract import extract_configs
 
     extract_configs(settings)
 
@@ -172,15 +170,10 @@ def transform(ctx: RunContext) -> dict[str, Any]:
     """Bring the marts up to date (the partitions the night's loads touch) in one
     transaction, and reconcile with the service's summary: differences make the run a
     warning; no summary to compare with is said, not counted as a match."""
-    from convo_analytics.transform import TransformConfig, run_transform
+    from convo_analytics.transform import SETTING_ZONES, run_transform, transform_config
     from convo_analytics.warehouse import open_warehouse
 
-    settings = ctx.settings
-    config = TransformConfig(
-        timezones=tuple(settings.get_list("transform.timezones")) or ("UTC",),
-        low_confidence_threshold=settings.get_float("transform.low_confidence_threshold"),
-        tolerance=settings.get_float("transform.tolerance"),
-    )
+    config = transform_config(ctx.settings, named=SETTING_ZONES)
     con = open_warehouse(ctx.db_path)
     try:
         result = run_transform(con, config)
@@ -205,10 +198,9 @@ def transform(ctx: RunContext) -> dict[str, Any]:
 
 def check_transform(settings: Settings) -> None:
     """The time zones days are cut in."""
-    from convo_analytics.cli._transform_cmd import checked_zone
+    from convo_analytics.transform import SETTING_ZONES, transform_config
 
-    for zone in settings.get_list("transform.timezones"):
-        checked_zone("transform.timezones:", zone)
+    transform_config(settings, named=SETTING_ZONES)
 
 
 def publish(ctx: RunContext) -> dict[str, Any]:
@@ -249,22 +241,21 @@ def exports(ctx: RunContext) -> dict[str, Any]:
     redacted guardrail log of the last days, with its workspace column."""
     import orjson
 
-    from convo_analytics.config import load_workspaces
     from convo_analytics.export import (
         export_guardrails,
+        export_options,
         file_label,
+        recent_days,
         warehouse_workspaces,
         workspace_summary,
     )
+    from convo_analytics.transform import SETTING_ZONES
     from convo_analytics.warehouse import open_warehouse
 
-    settings = ctx.settings
-    last = datetime.now(UTC).date() - timedelta(days=1)
-    first = last - timedelta(days=settings.get_int("run.export_days") - 1)
-    tz = (settings.get_list("transform.timezones") or ("UTC",))[0]
-    folder = settings.require_path("export.dir")
+    first, last = recent_days(ctx.settings)
+    options = export_options(ctx.settings, named=SETTING_ZONES)
+    tz, folder, configured = options.zone, options.folder, options.configured
     folder.mkdir(parents=True, exist_ok=True)
-    configured = load_workspaces(settings, resolve_secrets=False)
     summaries: dict[str, tuple[Path, dict[str, Any]]] = {}
     con = open_warehouse(ctx.db_path, read_only=True)
     try:
@@ -289,7 +280,7 @@ def exports(ctx: RunContext) -> dict[str, Any]:
             last,
             folder,
             tz=tz,
-            fmt=settings.get_str("run.guardrail_format"),  # type: ignore[arg-type]
+            fmt=options.fmt,
             configured=configured,
         )
     finally:

@@ -157,6 +157,9 @@ CASES = [
     Case(("run",), "CONVO_API_KEY", unset=("CONVO_API_KEY",)),
     Case(("run",), "no scheme", {"CONVO_RUN_ALERT_WEBHOOK_URL": "hooks.example.com/x"}),
     Case(("run",), "Mars/Base", {"CONVO_TRANSFORM_TIMEZONES": "Mars/Base"}),
+    # issue 26: the run builds its transform as `convo transform` does (no zone: refused)
+    Case(("run",), "transform.timezones: name at least one time zone",
+         {"CONVO_CONFIG": "tz.toml"}, files={"tz.toml": "[transform]\ntimezones = []\n"}),
     Case(("run",), "has no scheme", {"CONVO_BASE_URL": "api.example.com"}),
     Case(("run", "--config", "convo.toml"), "convo.toml"),
     Case(("run",), "run.lock_file", {"CONVO_DB": READ_ONLY_DB}),

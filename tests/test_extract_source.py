@@ -16,10 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convo_analytics.cli._extract_cmd import extract_config
 from convo_analytics.config import load_settings
 from convo_analytics.errors import UserError
-from convo_analytics.extract import ExtractConfig, run_extract
+from convo_analytics.extract import ExtractConfig, extract_config, run_extract
 from extract_support import warehouse_rows
 from test_extract_check import convo
 

@@ -2,6 +2,8 @@
 
 Error policy (``main``):
 
+* :class:`~convo_analytics.errors.WarehouseLocked` (another writer holds the
+  warehouse) -> one line ``<command>: <message>`` on stderr, exit status 75;
 * :class:`~convo_analytics.errors.UserError` (including ``ConfigError``) and
   click usage errors -> one line ``error: ... (see 'convo <command> --help')`` on
   stderr, exit status 2, no traceback;
@@ -24,10 +26,15 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError
 
 from convo_analytics import __version__
-from convo_analytics.cli._errors import USER_ERROR_EXIT, command_path, report_error
+from convo_analytics.cli._errors import (
+    USER_ERROR_EXIT,
+    command_path,
+    report_error,
+    report_locked,
+)
 from convo_analytics.cli._options import PLAIN_HELP
 from convo_analytics.config import ConfigLocation, Settings, find_config_file, load_settings
-from convo_analytics.errors import UserError
+from convo_analytics.errors import LOCKED_EXIT, UserError, WarehouseLocked
 
 __all__ = [
     "PROG_NAME",
@@ -139,6 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.format_message().strip():
             sys.stderr.write(exc.format_message().rstrip() + "\n")
         return USER_ERROR_EXIT
+    except WarehouseLocked as exc:
+        report_locked(exc.command or command_path(command, args, PROG_NAME), str(exc))
+        return LOCKED_EXIT
     except (UserError, typer.TyperException) as exc:
         message = exc.format_message() if isinstance(exc, typer.TyperException) else str(exc)
         report_error(message, command_path(command, args, PROG_NAME, exc))

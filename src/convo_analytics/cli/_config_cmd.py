@@ -34,7 +34,7 @@ def show(
     Sources, highest precedence first: flag, env, file, default.  Secrets are
     shown as *** when set and as (unset) / null otherwise.
     """
-    from convo_analytics.cli._extract_cmd import source_description
+    from convo_analytics.extract import source_description
 
     settings = settings_from_context(ctx)
     shown = settings.display()

@@ -18,6 +18,7 @@ __all__ = [
     "error_line",
     "listening_socket",
     "report_error",
+    "report_locked",
     "require_loopback",
 ]
 
@@ -34,6 +35,14 @@ def report_error(message: str, command: str, stream: TextIO | None = None) -> No
     """Write :func:`error_line` to stderr (plain text: no rich box, no wrapping)."""
     out = sys.stderr if stream is None else stream
     out.write(error_line(message, command) + "\n")
+    out.flush()
+
+
+def report_locked(command: str, message: str, stream: TextIO | None = None) -> None:
+    """``<command>: <message>``: a writer that found the warehouse held (exit 75, see
+    :class:`~convo_analytics.errors.WarehouseLocked`) says who holds it, on one line."""
+    out = sys.stderr if stream is None else stream
+    out.write(f"{command}: {message}\n")
     out.flush()
 
 

@@ -37,11 +37,10 @@ from convo_analytics.cli._transform_cmd import (
     FromOption,
     ToOption,
     TzOption,
-    default_tz,
     open_existing,
     warn,
 )
-from convo_analytics.config import Settings, WorkspaceConfig, load_workspaces
+from convo_analytics.config import Settings, WorkspaceConfig
 from convo_analytics.errors import UserError
 
 __all__ = ["export_app"]
@@ -52,11 +51,6 @@ export_app = typer.Typer(
     help="Write the summary (service-compatible) or the guardrail incident log.",
     no_args_is_help=True,
 )
-
-
-def configured_workspaces(settings: Settings) -> list[WorkspaceConfig]:
-    """The ``[[workspaces]]`` names and ids (no secret read: readers need none)."""
-    return load_workspaces(settings, resolve_secrets=False)
 
 
 def _lake_unreadable(reason: str) -> UserError:
@@ -220,14 +214,15 @@ def export_summary_cmd(
     from convo_analytics.export import (
         choose_summary,
         empty_range_warning,
+        export_options,
         parse_day,
         workspace_summary,
     )
 
     settings = settings_from_context(ctx, {"warehouse.path": db})
     first, last = parse_day("--from", from_), parse_day("--to", to)
-    zone = default_tz(settings, tz)
-    configured = configured_workspaces(settings)
+    options = export_options(settings, tz=tz, to_folder=False)
+    zone, configured = options.zone, options.configured
     con = open_source(settings, db)
     try:
         source = source_workspaces(con, settings, configured)
@@ -306,6 +301,7 @@ def export_guardrails_cmd(
         FORMATS,
         empty_range_warning,
         export_guardrails,
+        export_options,
         find_workspace,
         parse_day,
         warehouse_workspaces,
@@ -316,9 +312,8 @@ def export_guardrails_cmd(
         raise UserError(f"--format {fmt!r}: choose jsonl, csv or parquet")
     settings = settings_from_context(ctx, {"warehouse.path": db, "export.dir": out_dir})
     first, last = parse_day("--from", from_), parse_day("--to", to)
-    directory = settings.require_path("export.dir")
-    zone = default_tz(settings, tz)
-    configured = configured_workspaces(settings)
+    options = export_options(settings, tz=tz, fmt=fmt)
+    zone, configured = options.zone, options.configured
     con = open_source(settings, db)
     try:
         source = source_workspaces(con, settings, configured)
@@ -332,9 +327,9 @@ def export_guardrails_cmd(
             con,
             first,
             last,
-            directory,
+            options.folder,
             tz=zone,
-            fmt=fmt,  # type: ignore[arg-type]
+            fmt=options.fmt,
             redact=redact,
             workspaces=chosen,
             configured=configured,

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,185 +14,13 @@ from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._options import DbOption, default_of
-from convo_analytics.config import Secret, Settings
 from convo_analytics.errors import UserError
 
-__all__ = ["extract", "extract_config"]
+__all__ = ["extract"]
 
 JsonFlag = Annotated[
     bool, typer.Option("--json", help="Print the run's counts as one JSON object.")
 ]
-
-
-def _date(flag: str, value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise UserError(f"{flag} {value!r} is not a date; use YYYY-MM-DD") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _pagination(text: str) -> tuple[str, dict[str, str]]:
-    """``STYLE[:option=value,...]`` (the ``extract.pagination`` setting) split up."""
-    style, _, rest = text.partition(":")
-    options = dict(item.split("=", 1) for item in rest.split(",") if item)
-    return style, options
-
-
-def _source(settings: Settings) -> Any:
-    """The ``[extract.streams.*]`` and ``[extract.fields]`` description (validated as the
-    settings were loaded), its typed-column keys checked against the warehouse."""
-    from convo_analytics.extract import field_problems
-
-    if problems := field_problems(settings.endpoints):
-        where = settings.locate("extract.fields")
-        raise UserError(
-            "\n".join(f"{where}: {p}" if where else p for p in problems)
-            + "\n(docs/configuration.md, 'The service's endpoints', describes every key)"
-        )
-    return settings.endpoints
-
-
-def source_description(settings: Settings) -> dict[str, Any]:
-    """What the file and environment configure of the service's endpoints (validated)."""
-    spec = _source(settings)
-    described: dict[str, Any] = spec.model_dump(exclude_unset=True, exclude_none=True)
-    return described
-
-
-def extract_configs(
-    settings: Settings, workspaces: tuple[str, ...] = (), **flags: object
-) -> list[Any]:
-    """One ExtractConfig per workspace to extract (``workspaces``: ``--workspace`` names,
-    else every configured one); every user error raised before any request."""
-    from convo_analytics.auth import OAuthCredentials, TokenStore, credentials_for
-    from convo_analytics.config import load_workspaces, select_workspaces
-    from convo_analytics.contract import RateLimitPolicy
-    from convo_analytics.extract._secrets import check_base_url, check_header_value
-
-    chosen = select_workspaces(load_workspaces(settings), list(workspaces))
-    if len(chosen) == 1 and chosen[0].implicit:
-        return [extract_config(settings, flags)]
-    base = extract_config(settings, flags, key_required=False)
-    store = TokenStore.from_settings(settings)
-    configs = []
-    for ws in chosen:
-        where = f"workspace {ws.name!r}"
-        try:
-            check_base_url(ws.base_url)
-            RateLimitPolicy.parse(ws.rate_limit)
-            if ws.api_key is not None and not ws.uses_oauth:
-                check_header_value(ws.api_key.reveal(), f"{where}'s API key")
-        except ValueError as exc:
-            raise UserError(f"{where}: {exc}") from None
-        credentials = credentials_for(ws, store) if ws.uses_oauth else None
-        if isinstance(credentials, OAuthCredentials):
-            credentials.check()  # the token store and its endpoints, before any request
-        configs.append(
-            dataclasses.replace(
-                base,
-                base_url=ws.base_url.rstrip("/"),
-                api_key=ws.api_key.reveal() if ws.api_key and not ws.uses_oauth else "",
-                credentials=credentials,
-                rate_limit=ws.rate_limit,
-                workspace=ws.name,
-                workspace_id=ws.workspace_id,
-                implicit_workspace=False,
-            )
-        )
-    for cfg in configs:
-        if not cfg.api_key and cfg.credentials is None:
-            raise UserError(
-                f"workspace {cfg.workspace!r} has no API key: give it auth = {{ type = "
-                '"api_key", key_env = "VAR" }, or set CONVO_API_KEY'
-            )
-    return configs
-
-
-def extract_config(
-    settings: Settings, flags: dict[str, object] | None = None, *, key_required: bool = True
-) -> Any:
-    """The run's ExtractConfig from the settings; every user error raised before any request."""
-    from convo_analytics.contract import RateLimitPolicy
-    from convo_analytics.extract import ALL_STREAMS, ExtractConfig, SourceSpec
-
-    flags = flags or {}
-    from convo_analytics.extract._secrets import check_base_url, check_header_value
-
-    base_url = settings.get_str("service.base_url")
-    try:
-        check_base_url(base_url)
-    except ValueError as exc:
-        raise UserError(
-            f"service.base_url ({settings.resolved('service.base_url').origin}): {exc}"
-        ) from None
-    try:
-        RateLimitPolicy.parse(settings.get_str("service.rate_limit"))
-    except ValueError as exc:
-        raise UserError(f"--rate-limit: {exc}") from None
-    streams = tuple(settings.get_list("extract.streams"))
-    if unknown := sorted(set(streams) - set(ALL_STREAMS)):
-        raise UserError(f"--streams: unknown {unknown}; choose from {', '.join(ALL_STREAMS)}")
-    backfill_from = _date("--backfill-from", flags.get("backfill_from"))  # type: ignore[arg-type]
-    backfill_to = _date("--backfill-to", flags.get("backfill_to"))  # type: ignore[arg-type]
-    if flags.get("full_refresh") and (backfill_from or backfill_to):
-        raise UserError("--full-refresh and --backfill-from/--backfill-to exclude each other")
-    if backfill_from and backfill_to and backfill_to <= backfill_from:
-        raise UserError("--backfill-to must be after --backfill-from")
-    db = settings.require_path("warehouse.path")
-    # Several [[workspaces]] bring their own keys: the flat one is then only a default.
-    key = settings.require_secret("service.api_key") if key_required else None
-    key = key or settings.get_secret("service.api_key") or Secret("")
-    try:
-        check_header_value(
-            key.reveal() or "-", f"the API key ({settings.resolved('service.api_key').origin})"
-        )
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    source = _source(settings)
-    assert isinstance(source, SourceSpec)
-    style, options = _pagination(settings.get_str("extract.pagination"))
-    strict = bool(flags.get("strict")) or settings.get_bool("extract.strict")
-    return ExtractConfig(
-        base_url=base_url,
-        api_key=key.reveal(),
-        db_path=db,
-        rate_limit=settings.get_str("service.rate_limit"),
-        streams=streams,
-        streams_named=settings.source("extract.streams").value != "default",
-        source=source,
-        page_size=settings.get_int("extract.page_size"),
-        pagination=style,
-        pagination_options=options,
-        envelope=settings.get_str("extract.envelope") or None,
-        id_field=settings.get_str("extract.id_field") or None,
-        created_field=settings.get_str("extract.created_field") or None,
-        updated_field=settings.get_str("extract.updated_field") or None,
-        updated_since_param=settings.get_str("extract.updated_since_param"),
-        updated_before_param=settings.get_str("extract.updated_before_param"),
-        lookback_seconds=settings.get_float("extract.lookback_seconds"),
-        detail_concurrency=settings.get_int("extract.detail_concurrency"),
-        max_attempts=settings.get_int("extract.max_attempts"),
-        connect_timeout=settings.get_float("service.connect_timeout_seconds"),
-        read_timeout=settings.get_float("service.timeout_seconds"),
-        reach_budget_seconds=settings.get_float("service.reach_budget_seconds"),
-        allowed_origins=settings.get_list("extract.allowed_origins"),
-        strict=strict,
-        flags_win=frozenset(
-            name.split(".")[1]
-            for name in ("extract.page_size", "extract.pagination")
-            if settings.source(name).value == "flag"
-        ),
-        full_refresh=bool(flags.get("full_refresh")),
-        backfill_from=backfill_from,
-        backfill_to=backfill_to,
-        summary_days=settings.get_int("extract.summary_days"),
-        summary_timezone=settings.get_str("extract.summary_timezone"),
-        batch_records=settings.get_int("extract.batch_records"),
-        batch_seconds=settings.get_float("extract.batch_seconds"),
-    )
 
 
 def extract(
@@ -314,6 +140,8 @@ def extract(
     )
     if write_config is not None and not check:
         raise UserError("--write-config goes with --check (it writes what the check found)")
+    from convo_analytics.extract import extract_configs
+
     configs = extract_configs(
         settings,
         tuple(workspace or ()),
@@ -336,7 +164,7 @@ def extract(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request is noise
-    from convo_analytics.cli._lock import warehouse_writer
+    from convo_analytics.pipeline import warehouse_writer
 
     with warehouse_writer(settings, "convo extract"):
         if err.is_terminal and not as_json:

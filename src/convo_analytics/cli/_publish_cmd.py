@@ -12,7 +12,6 @@ from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._errors import report_error
-from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.cli._options import DbOption, default_of
 
 if TYPE_CHECKING:
@@ -93,6 +92,7 @@ def publish(
         raise UserError(
             "--workspace, --full and --json go with --lake (a snapshot holds everything)"
         )
+    from convo_analytics.pipeline import warehouse_writer
     from convo_analytics.publish import PublishFailed, publish_snapshot
 
     folder = settings.require_path("publish.dir")
@@ -119,6 +119,7 @@ def _publish_lake(
     as_json: bool,
 ) -> None:
     from convo_analytics.lake import LakeCommitFailed, LakeConfig, publish_lake
+    from convo_analytics.pipeline import warehouse_writer
     from convo_analytics.warehouse import open_warehouse
 
     config = LakeConfig.from_settings(settings)  # a bad URL is said before the lock

@@ -63,8 +63,7 @@ def run(
     """
     from convo_analytics._run_ids import new_run_id
     from convo_analytics.cli._app import settings_from_context
-    from convo_analytics.cli._lock import warehouse_writer
-    from convo_analytics.pipeline import run_pipeline
+    from convo_analytics.pipeline import run_pipeline, warehouse_writer
 
     if config is not None:
         state = ctx.find_object(CliState)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import sys
 from typing import Annotated
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import duckdb
 import orjson
@@ -14,17 +13,13 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.cli._options import DbOption, default_of
 from convo_analytics.config import Settings
-from convo_analytics.errors import UserError
 
 __all__ = [
     "FromOption",
     "ToOption",
     "TzOption",
-    "checked_zone",
-    "default_tz",
     "open_existing",
     "transform",
     "warn",
@@ -46,17 +41,6 @@ TzOption = Annotated[
 ]
 
 
-def checked_zone(flag: str, value: str) -> str:
-    """``value`` when it names an IANA zone; else the user error naming ``flag``."""
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise UserError(
-            f"{flag} {value!r} is not an IANA time zone (e.g. UTC, Europe/Berlin)"
-        ) from None
-    return value
-
-
 def open_existing(settings: Settings, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     """The warehouse a command reads (or rebuilds marts in): it must exist already, since an
     empty one made here would only hide a wrong --db."""
@@ -71,10 +55,6 @@ def warn(message: str | None) -> None:
     if message:
         sys.stderr.write(f"warning: {message}\n")
         sys.stderr.flush()
-
-
-def default_tz(settings: Settings, tz: str | None) -> str:
-    return checked_zone("--tz", tz or (settings.get_list("transform.timezones") or ("UTC",))[0])
 
 
 def transform(
@@ -151,28 +131,19 @@ def transform(
             "transform.tolerance": tolerance,
         },
     )
-    zones = tuple(
-        dict.fromkeys(checked_zone("--tz", z) for z in settings.get_list("transform.timezones"))
-    )
-    if not zones:
-        raise UserError("--tz: name at least one time zone (transform.timezones is empty)")
+    from convo_analytics.transform import run_transform, transform_config
+
+    config = transform_config(settings, reconcile=reconcile, full=full)
     from convo_analytics.warehouse import require_existing
 
     require_existing(settings.require_path("warehouse.path"))  # before waiting for the lock
-    from convo_analytics.transform import TransformConfig, run_transform
-
-    config = TransformConfig(
-        timezones=zones,
-        low_confidence_threshold=settings.get_float("transform.low_confidence_threshold"),
-        reconcile=reconcile,
-        tolerance=settings.get_float("transform.tolerance"),
-        full=full,
-    )
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from convo_analytics.pipeline import warehouse_writer
+
     with warehouse_writer(settings, "convo transform"):
         con = open_existing(settings, read_only=False)
         try:

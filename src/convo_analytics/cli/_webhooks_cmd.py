@@ -11,7 +11,6 @@ import typer
 from rich.console import Console
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.cli._options import PLAIN_HELP, DbOption
 from convo_analytics.cli._webhooks_serve import serve
 from convo_analytics.config import Settings
@@ -105,6 +104,8 @@ def ingest_command(
     db_path = settings.require_path("warehouse.path")
     check_bindings(db_path, batches)
     options = ingest_options(settings, full=full)
+    from convo_analytics.pipeline import warehouse_writer
+
     with warehouse_writer(settings, "convo webhooks ingest"):
         results = [
             ingest(batch.files, batch.keys.secrets, db_path, options,

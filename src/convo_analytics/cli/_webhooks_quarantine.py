@@ -16,7 +16,6 @@ from rich.console import Console
 from rich.table import Table
 
 from convo_analytics.cli._app import settings_from_context
-from convo_analytics.cli._lock import warehouse_writer
 from convo_analytics.cli._webhooks_cmd import DbFlag, JsonFlag, SecretFlag, print_alarm
 from convo_analytics.errors import UserError
 
@@ -108,6 +107,7 @@ def replay_command(
     from pathlib import Path
 
     from convo_analytics.config import load_workspaces, select_workspaces
+    from convo_analytics.pipeline import warehouse_writer
     from convo_analytics.webhooks import (
         archive_workspace,
         check_replay,
@@ -171,6 +171,7 @@ def purge_command(
     except ValueError:
         raise UserError(f"--before {before!r} is not a date; give YYYY-MM-DD") from None
     settings = settings_from_context(ctx, {"warehouse.path": db})
+    from convo_analytics.pipeline import warehouse_writer
     from convo_analytics.warehouse import open_warehouse
     from convo_analytics.webhooks import purge
 

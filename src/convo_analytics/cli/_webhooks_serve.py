@@ -64,39 +64,10 @@ def serve(
     """
     settings = settings_from_context(ctx, {"webhooks.archive_dir": archive_dir})
     require_loopback(host, behind_tls_proxy, "the receiver")
-    secret = settings.get_secret("webhooks.secret")
-    secrets = [part.reveal() for part in secret.parts()] if secret is not None else []
-    from convo_analytics.config import load_workspaces
-    from convo_analytics.webhooks import known_workspace_ids
+    from convo_analytics.webhooks import create_receiver_app, receiver_settings
 
-    hooked = [w for w in load_workspaces(settings) if not w.implicit and w.webhook_secrets]
-    workspaces = {w.name: [s.reveal() for s in w.webhook_secrets] for w in hooked}
-    workspace_ids = known_workspace_ids(settings)
-    hints = {w.name: w.webhook_secrets_from for w in hooked if w.webhook_secrets_from}
-    if not secrets and not workspaces:
-        raise UserError(
-            "no webhook secret to verify deliveries with; set CONVO_WEBHOOK_SECRET "
-            "(comma-separated during rotation) or CONVO_WEBHOOK_SECRET_FILE, or give "
-            "[[workspaces]] their webhook_secrets_env"
-        )
-    directory = settings.require_path("webhooks.archive_dir")
-    from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
-
-    config = ReceiverSettings(
-        archive_dir=directory,
-        secrets=secrets,
-        max_body_bytes=max_body_bytes,
-        path=path,
-        body_timeout=settings.get_float("webhooks.body_timeout_seconds"),
-        max_future_seconds=settings.get_int("webhooks.max_future_seconds"),
-        alarm_share=settings.get_float("webhooks.bad_signature_share"),
-        secret_hint=settings.resolved("webhooks.secret").origin.replace("$", ""),
-        header_timeout=settings.get_float("webhooks.header_timeout_seconds"),
-        max_connections=settings.get_int("webhooks.max_connections"),
-        workspaces=workspaces,
-        workspace_ids=workspace_ids,
-        workspace_hints=hints,
-    )
+    config = receiver_settings(settings, max_body_bytes=max_body_bytes, path=path)
+    secrets, workspaces, directory = config.secrets, config.workspaces, config.archive_dir
     try:
         app = create_receiver_app(config)
     except ValueError as exc:

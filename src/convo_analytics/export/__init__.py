@@ -1,6 +1,8 @@
 """Exports: the /v1/analytics/summary-compatible summary and the guardrail incident log,
-of one workspace, several, or all of them rolled up."""
+of one workspace, several, or all of them rolled up; :func:`export_options` reads what they
+are written with from the settings."""
 
+from convo_analytics.export._configure import ExportOptions, export_options, recent_days
 from convo_analytics.export._guardrails import FORMATS, GuardrailExport, export_guardrails
 from convo_analytics.export._summary import (
     MAX_SUMMARY_DAYS,
@@ -25,6 +27,7 @@ __all__ = [
     "ALL_WORKSPACES",
     "FORMATS",
     "MAX_SUMMARY_DAYS",
+    "ExportOptions",
     "GuardrailExport",
     "SummaryScope",
     "WarehouseWorkspace",
@@ -32,10 +35,12 @@ __all__ = [
     "choose_summary",
     "empty_range_warning",
     "export_guardrails",
+    "export_options",
     "export_summary",
     "file_label",
     "find_workspace",
     "parse_day",
+    "recent_days",
     "summary_scope",
     "warehouse_workspaces",
     "workspace_summary",

@@ -1,10 +1,17 @@
 """Extractors: page the service's API into the warehouse, incrementally and safely.
 
-Public surface: :class:`ExtractConfig`, :func:`run_extract` and its
-:class:`ExtractResult`; the progress sinks for terminals and logs.
+Public surface: :class:`ExtractConfig` (built from the settings by
+:func:`extract_configs`), :func:`run_extract` and its :class:`ExtractResult`;
+the progress sinks for terminals and logs.
 """
 
 from convo_analytics.config._endpoints import SourceSpec, load_source, source_errors
+from convo_analytics.extract._configure import (
+    extract_config,
+    extract_configs,
+    flag_date,
+    source_description,
+)
 from convo_analytics.extract._http import ExtractError
 from convo_analytics.extract._paging import PagingError
 from convo_analytics.extract._progress import BarProgress, LogProgress, NoProgress
@@ -27,9 +34,13 @@ __all__ = [
     "SourceSpec",
     "StreamResult",
     "WorkspacesResult",
+    "extract_config",
+    "extract_configs",
     "field_problems",
+    "flag_date",
     "load_source",
     "run_extract",
     "run_extract_many",
+    "source_description",
     "source_errors",
 ]

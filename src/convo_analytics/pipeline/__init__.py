@@ -11,6 +11,7 @@ from convo_analytics.pipeline._lock import (
     lock_beside,
     publish_lock,
     warehouse_lock,
+    warehouse_writer,
 )
 from convo_analytics.pipeline._retention import prune_archives
 from convo_analytics.pipeline._runner import (
@@ -52,4 +53,5 @@ __all__ = [
     "shard_settings",
     "shard_workspaces",
     "warehouse_lock",
+    "warehouse_writer",
 ]

@@ -29,6 +29,8 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -36,12 +38,22 @@ from types import TracebackType
 import orjson
 
 from convo_analytics.config import Settings
-from convo_analytics.errors import UserError
+from convo_analytics.errors import LOCKED_EXIT, UserError, WarehouseLocked
 
 log = logging.getLogger(__name__)
 
-#: Exit status of a writer that found another one holding the lock (EX_TEMPFAIL: try later).
-LOCKED_EXIT = 75
+__all__ = [
+    "LOCKED_EXIT",
+    "LockUnavailable",
+    "WarehouseLocked",
+    "WriterLock",
+    "acquire_writer_locks",
+    "lock_beside",
+    "publish_lock",
+    "warehouse_lock",
+    "warehouse_writer",
+]
+
 #: How often a waiting writer tries the lock again.
 _RETRY_SECONDS = 0.1
 #: The published folder's lock file, inside ``publish.dir`` (its publisher writes there anyway).
@@ -49,10 +61,6 @@ PUBLISH_LOCK = "publish.lock"
 #: What a lock guards, as its messages name it.
 WAREHOUSE_LOCK_NAME = "the warehouse writers' lock"
 PUBLISH_LOCK_NAME = "the published folder's lock"
-
-
-class WarehouseLocked(UserError):
-    """Another writer holds the lock (and did not let go within the wait allowed)."""
 
 
 class LockUnavailable(UserError):
@@ -153,7 +161,8 @@ def _take(fd: int, path: Path, name: str, command: str, wait_seconds: float) -> 
         f"{describe_holder(_read(fd))} holds {name} {path}; one writer "
         f"at a time, so {command} stops"
         + (f" after waiting {wait_seconds:g} s" if wait_seconds > 0 else "")
-        + ". Try again when it has finished, or set run.lock_wait_seconds to wait for it"
+        + ". Try again when it has finished, or set run.lock_wait_seconds to wait for it",
+        command,
     )
 
 
@@ -212,6 +221,27 @@ def acquire_writer_locks(
             lock.release()
         raise
     return taken
+
+
+@contextmanager
+def warehouse_writer(
+    settings: Settings, command: str, run_id: str | None = None, *, publishes: bool = False
+) -> Iterator[WriterLock]:
+    """Hold the warehouse's writers' lock (``<warehouse>.lock``, or ``run.lock_file``) and,
+    when ``command`` ``publishes`` a snapshot, the published folder's, for the block;
+    yields the warehouse's lock. The one way a writing command takes its locks.
+
+    A writer that finds a lock taken waits up to ``run.lock_wait_seconds`` (0: not at
+    all), then raises WarehouseLocked naming the holder, without touching the warehouse
+    (the CLI says ``<command>: <message>`` and exits 75); a lock file that cannot be made
+    (a read-only folder) raises LockUnavailable, a user error (exit 2).
+    """
+    locks = acquire_writer_locks(settings, command, run_id, publishes=publishes)
+    try:
+        yield locks[0]
+    finally:
+        for lock in reversed(locks):
+            lock.release()
 
 
 def describe_holder(holder: dict[str, object]) -> str:

@@ -24,7 +24,7 @@ from convo_analytics.config import (
     load_workspaces,
     select_workspaces,
 )
-from convo_analytics.pipeline._lock import acquire_writer_locks
+from convo_analytics.pipeline._lock import warehouse_writer
 from convo_analytics.pipeline._runner import RunContext, Step
 
 __all__ = ["ShardWorkspaces", "run_shard_step", "shard_path", "shard_settings", "shard_workspaces"]
@@ -64,7 +64,7 @@ def shard_settings(settings: Settings, name: str) -> Settings:
 def run_shard_step(step: Step, settings: Settings, name: str, run_id: str) -> dict[str, Any]:
     """Run one nightly step for workspace ``name`` on its shard, under the shard's lock
     (and, for the snapshot ``publish`` step, its published folder's), taken as every
-    writing command takes them (``acquire_writer_locks``).
+    writing command takes them (``warehouse_writer``).
 
     Raises what the step raises (StepFailed, UserError, ...), for the orchestrator to
     retry; the lock dies with its holder, so a killed worker never blocks the retry.
@@ -72,15 +72,11 @@ def run_shard_step(step: Step, settings: Settings, name: str, run_id: str) -> di
     narrowed = shard_settings(settings, name)
     db = narrowed.require_path("warehouse.path")
     db.parent.mkdir(parents=True, exist_ok=True)
-    locks = acquire_writer_locks(narrowed, f"{step.name} of workspace {name}", run_id,
-                                 publishes=step.name == "publish")  # fmt: skip
-    try:
+    with warehouse_writer(narrowed, f"{step.name} of workspace {name}", run_id,
+                          publishes=step.name == "publish"):  # fmt: skip
         if step.check is not None:
             step.check(narrowed)
         return step.run(RunContext(settings=narrowed, run_id=run_id, db_path=db))
-    finally:
-        for lock in reversed(locks):
-            lock.release()
 
 
 @dataclass(frozen=True)

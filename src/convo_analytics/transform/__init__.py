@@ -1,11 +1,18 @@
 """Polars transforms: facts, the daily cube, metrics, the lead funnel and guardrail incidents.
 
-`convo transform` brings the marts up to date (:func:`run_transform`: the
+`convo transform` brings the marts up to date (:func:`run_transform`, with the
+configuration :func:`transform_config` builds from the settings: the
 partitions what changed touches, or all of them); everything that shows a
 number (exports, `convo serve`, the dashboard) reads them through
 :func:`load_cube` and :func:`metrics_table`, so every view agrees.
 """
 
+from convo_analytics.transform._configure import (
+    SETTING_ZONES,
+    checked_zone,
+    default_zone,
+    transform_config,
+)
 from convo_analytics.transform._cube import TIER, Cube, build_cube, local_date
 from convo_analytics.transform._facts import Facts, read_facts
 from convo_analytics.transform._funnel import STEPS, in_range, lead_funnel, score_bands
@@ -41,6 +48,7 @@ __all__ = [
     "DIMENSIONS",
     "INCIDENT_COLUMNS",
     "INCIDENT_QUERY",
+    "SETTING_ZONES",
     "STEPS",
     "TIER",
     "Cube",
@@ -53,6 +61,8 @@ __all__ = [
     "TransformResult",
     "breakdown",
     "build_cube",
+    "checked_zone",
+    "default_zone",
     "flag_rates",
     "in_range",
     "incidents",
@@ -71,4 +81,5 @@ __all__ = [
     "run_transform",
     "score_bands",
     "summary_body",
+    "transform_config",
 ]

@@ -12,6 +12,7 @@ from convo_analytics.webhooks._endpoints import (
     ingest_batches,
     ingest_options,
     known_workspace_ids,
+    receiver_settings,
     replay_keys,
     require_flat_keys,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "parse_archive_line",
     "purge",
     "quarantine_counts",
+    "receiver_settings",
     "replay",
     "replay_keys",
     "require_flat_keys",

@@ -6,7 +6,8 @@ it is verified and owned exactly as the receiver would: a workspace's folder
 stored under its id (D-WEBHOOK-WORKSPACE); every other file with the flat
 ``webhooks.secret``. ``convo webhooks ingest``, the nightly run and
 ``convo webhooks quarantine replay`` all take their plan from here, so they read
-``[[workspaces]]`` the same way.
+``[[workspaces]]`` the same way; ``convo webhooks serve`` takes its receiver's
+settings from :func:`receiver_settings` (decision D-CONFIG-BUILDERS).
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from convo_analytics.config import Settings, WorkspaceConfig, load_workspaces, select_workspaces
 from convo_analytics.errors import UserError
 from convo_analytics.webhooks._ingest import IngestOptions
 from convo_analytics.webhooks._workspace import EndpointWorkspace
+
+if TYPE_CHECKING:
+    from convo_analytics.webhooks._receiver import ReceiverSettings
 
 __all__ = [
     "ARCHIVE_SUFFIXES",
@@ -31,6 +36,7 @@ __all__ = [
     "ingest_batches",
     "ingest_options",
     "known_workspace_ids",
+    "receiver_settings",
     "replay_keys",
     "require_flat_keys",
 ]
@@ -68,6 +74,44 @@ def ingest_options(settings: Settings, *, full: bool = False) -> IngestOptions:
         settle_seconds=settings.get_int("webhooks.settle_seconds"),
         alarm_share=settings.get_float("webhooks.bad_signature_share"),
         full=full,
+    )
+
+
+def receiver_settings(settings: Settings, *, max_body_bytes: int, path: str) -> ReceiverSettings:
+    """The receiver's settings: the flat ``webhooks.secret`` (several during rotation) and
+    each ``[[workspaces]]`` endpoint's own, the archive folder and the ``webhooks.*`` limits;
+    ``max_body_bytes`` and ``path`` are `convo webhooks serve`'s flags.
+
+    A user error when no secret at all is set (nothing could be verified).
+    """
+    from convo_analytics.webhooks._receiver import ReceiverSettings
+
+    secret = settings.get_secret("webhooks.secret")
+    secrets = [part.reveal() for part in secret.parts()] if secret is not None else []
+    hooked = [w for w in load_workspaces(settings) if not w.implicit and w.webhook_secrets]
+    workspaces = {w.name: [s.reveal() for s in w.webhook_secrets] for w in hooked}
+    workspace_ids = known_workspace_ids(settings)
+    hints = {w.name: w.webhook_secrets_from for w in hooked if w.webhook_secrets_from}
+    if not secrets and not workspaces:
+        raise UserError(
+            "no webhook secret to verify deliveries with; set CONVO_WEBHOOK_SECRET "
+            "(comma-separated during rotation) or CONVO_WEBHOOK_SECRET_FILE, or give "
+            "[[workspaces]] their webhook_secrets_env"
+        )
+    return ReceiverSettings(
+        archive_dir=settings.require_path("webhooks.archive_dir"),
+        secrets=secrets,
+        max_body_bytes=max_body_bytes,
+        path=path,
+        body_timeout=settings.get_float("webhooks.body_timeout_seconds"),
+        max_future_seconds=settings.get_int("webhooks.max_future_seconds"),
+        alarm_share=settings.get_float("webhooks.bad_signature_share"),
+        secret_hint=settings.resolved("webhooks.secret").origin.replace("$", ""),
+        header_timeout=settings.get_float("webhooks.header_timeout_seconds"),
+        max_connections=settings.get_int("webhooks.max_connections"),
+        workspaces=workspaces,
+        workspace_ids=workspace_ids,
+        workspace_hints=hints,
     )
 
 
