@@ -6,6 +6,7 @@ over real HTTP on 127.0.0.1: it binds port 0 so the kernel picks a free port.
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 import time
@@ -30,6 +31,33 @@ def bind(host: str, port: int) -> socket.socket:
     sock.listen(512)
     sock.set_inheritable(True)
     return sock
+
+
+def run_foreground(server: uvicorn.Server, sock: socket.socket) -> None:
+    """Serve on ``sock`` until Ctrl-C or SIGTERM, which stop the server as uvicorn's own would.
+
+    uvicorn installs its signal handlers only once its event loop runs; a Ctrl-C in the
+    instant before (right after a command printed where it listens) was raised inside
+    the loop's setup, where it could be swallowed, and the server then ran on. Handlers
+    installed here first ask the server to stop whenever the signal comes; afterwards
+    the signal is raised again with the handlers the command had, so the command ends
+    as it always did (exit 130 for Ctrl-C, terminated for SIGTERM).
+    """
+    received: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:
+        received.append(signum)
+        server.should_exit = True
+
+    handled = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, stop) for sig in handled}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    for signum in dict.fromkeys(received):
+        signal.raise_signal(signum)
 
 
 class ServerThread:

@@ -321,7 +321,9 @@ def serve(
             create_app(sandbox), log_level="warning", access_log=False, timeout_graceful_shutdown=3
         )
     )
-    server.run(sockets=[sock])
+    from convo_analytics._serving import run_foreground
+
+    run_foreground(server, sock)
 
 
 def _for_config(

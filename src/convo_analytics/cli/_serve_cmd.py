@@ -79,4 +79,6 @@ def serve(
     server = uvicorn.Server(
         uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
     )
-    server.run(sockets=[sock])
+    from convo_analytics._serving import run_foreground
+
+    run_foreground(server, sock)

@@ -102,4 +102,6 @@ def serve(
             **config.server_options(),
         )
     )
-    server.run(sockets=[sock])
+    from convo_analytics._serving import run_foreground
+
+    run_foreground(server, sock)
