@@ -132,3 +132,14 @@ def test_a_workspace_needs_only_its_own_secrets(tmp_path: Path) -> None:
     grant = text.replace('client_secret_file = "b.secret" }', 'grant = "client_credentials" }')
     with pytest.raises(ConfigError, match="client_credentials grant needs a client secret"):
         _load(tmp_path, grant)
+
+
+def test_a_bad_table_is_named_by_its_line(tmp_path: Path) -> None:
+    """The message names the line of the table at fault (its ``[[workspaces]]`` header),
+    and a bad name says what a name may be."""
+    text = '[service]\nbase_url = "https://x.example.com"\n\n[[workspaces]]\nname = "ok"\n\n'
+    text += '[[workspaces]]\nname = "a b"\n'
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, text)
+    assert str(info.value).startswith(f"{tmp_path / 'convo.toml'}:7: [[workspaces]] #2 name:")
+    assert "'a b' is not a workspace name" in str(info.value)

@@ -235,7 +235,16 @@ class TomlSource(_Layer):
     def _workspaces(self, raw: list[Any]) -> None:
         _, problems = workspace_problems(raw)
         if problems:
-            raise ConfigError("\n".join(f"{self.path}: {problem}" for problem in problems))
+            # each [[workspaces]] header's line: problem "#N" is the N-th table's
+            lines = enumerate(self.text.splitlines(), start=1)
+            heads = [n for n, line in lines if re.match(r"\s*\[\[\s*workspaces\s*\]\]", line)]
+
+            def where(problem: str) -> str:
+                at = re.match(r"\[\[workspaces\]\] #(\d+)", problem)
+                i = int(at.group(1)) - 1 if at else -1
+                return f"{self.path}:{heads[i]}" if 0 <= i < len(heads) else str(self.path)
+
+            raise ConfigError("\n".join(f"{where(p)}: {p}" for p in problems))
         self.workspaces = raw
         self.found["workspaces"] = (self.source, self.where(None, "workspaces"))
 

@@ -103,6 +103,11 @@ def workspace_problems(raw: list[Any]) -> tuple[list[WorkspaceSpec], list[str]]:
             for error in exc.errors():
                 loc = ".".join(str(p) for p in error["loc"])
                 msg = error["msg"].removeprefix("Value error, ")
+                if error["type"] == "string_pattern_mismatch" and error["loc"] == ("name",):
+                    msg = (
+                        f"{error['input']!r} is not a workspace name: letters, digits, '.', "
+                        "'_' and '-', starting with a letter or digit, at most 63"
+                    )
                 problems.append(f"[[workspaces]] #{i + 1} {loc}: {msg}")
     names = [s.name for s in specs]
     repeated = sorted({n for n in names if names.count(n) > 1})
