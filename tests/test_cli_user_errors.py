@@ -126,6 +126,20 @@ TOKENS_REVOKE_FOREIGN = json.dumps(
     {"acme": {**_TOKEN, "revocation_endpoint": "https://evil.example/r"}}
 )
 CASES = [
+    # convo topics discover: the input file's problems, one line each, nothing written
+    Case(("topics", "discover", "--input", "gone.jsonl", "--out", "t.jsonl"), "does not exist"),
+    Case(("topics", "discover", "--input", "a.txt", "--out", "t.jsonl"), "--format jsonl",
+         files={"a.txt": "hello\n"}),
+    Case(("topics", "discover", "--input", "a.jsonl", "--out", "t.jsonl"), "a.jsonl:2: not a JSON",
+         files={"a.jsonl": '{"text": "hi"}\nnot json\n'}),
+    Case(("topics", "discover", "--input", "a.jsonl", "--out", "t.jsonl"), "--text-field",
+         files={"a.jsonl": '{"body": "hi"}\n'}),
+    Case(("topics", "discover", "--input", "a.jsonl", "--out", "t.jsonl"), "already used at",
+         files={"a.jsonl": '{"id": 1, "text": "a"}\n{"id": 1, "text": "b"}\n'}),
+    Case(("topics", "discover", "--input", "a.csv", "--out", "t.jsonl", "--text-field", "msg"),
+         "no field 'msg'", files={"a.csv": "id,text\n1,hello\n"}),
+    Case(("topics", "discover", "--input", "a.jsonl", "--out", "-", "--json"), "--out -",
+         files={"a.jsonl": '{"text": "hi"}\n'}),
     Case(("config", "show"), "CONVO_SERVICE_TIMEOUT_SECONDS",
          {"CONVO_SERVICE_TIMEOUT_SECONDS": "soon"}),
     Case(("config", "path"), "gone.toml", {"CONVO_CONFIG": "gone.toml"}),

@@ -24,6 +24,7 @@ from convo_analytics.cli._publish_cmd import publish
 from convo_analytics.cli._run_cmd import run
 from convo_analytics.cli._sandbox_cmd import sandbox_app
 from convo_analytics.cli._serve_cmd import serve
+from convo_analytics.cli._topics_cmd import topics_app
 from convo_analytics.cli._transform_cmd import transform
 from convo_analytics.cli._webhooks_cmd import webhooks_app
 from convo_analytics.cli._webhooks_quarantine import quarantine_app
@@ -48,6 +49,7 @@ webhooks_app.add_typer(quarantine_app, name="quarantine")
 app.add_typer(webhooks_app, name="webhooks")
 app.command("transform")(transform)
 app.add_typer(export_app, name="export")
+app.add_typer(topics_app, name="topics")
 app.command("serve")(serve)
 app.command("publish")(publish)
 app.command("dashboard")(dashboard)
