@@ -47,6 +47,7 @@ MODULES = [
     "bench_explore_limits",
     "bench_dagster",
     "bench_lake",
+    "bench_topics",
 ]
 
 
