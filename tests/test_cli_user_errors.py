@@ -132,10 +132,10 @@ CASES = [
          files={"a.txt": "hello\n"}),
     Case(("topics", "discover", "--input", "a.jsonl", "--out", "t.jsonl"), "a.jsonl:2: not a JSON",
          files={"a.jsonl": '{"text": "hi"}\nnot json\n'}),
-    Case(("topics", "discover", "--input", "a.jsonl", "--out", "t.jsonl"), "--text-field",
-         files={"a.jsonl": '{"body": "hi"}\n'}),
-    Case(("topics", "discover", "--input", "a.jsonl", "--out", "t.jsonl"), "already used at",
-         files={"a.jsonl": '{"id": 1, "text": "a"}\n{"id": 1, "text": "b"}\n'}),
+    Case(("topics", "discover", "--input", "b.jsonl", "--out", "t.jsonl"), "--text-field",
+         files={"b.jsonl": '{"body": "hi"}\n'}),
+    Case(("topics", "discover", "--input", "c.jsonl", "--out", "t.jsonl"), "already used at",
+         files={"c.jsonl": '{"id": 1, "text": "a"}\n{"id": 1, "text": "b"}\n'}),
     Case(("topics", "discover", "--input", "a.csv", "--out", "t.jsonl", "--text-field", "msg"),
          "no field 'msg'", files={"a.csv": "id,text\n1,hello\n"}),
     Case(("topics", "discover", "--input", "a.jsonl", "--out", "-", "--json"), "--out -",
@@ -322,3 +322,9 @@ def test_every_command_has_a_row() -> None:
         words = [a for a in case.args if not a.startswith("-")]
         covered |= {" ".join(words[:n]) for n in (1, 2, 3)}
     assert commands <= covered, sorted(commands - covered)
+
+
+def test_rows_have_distinct_ids() -> None:
+    """Rows are run and looked up by id: two rows of one id would test only one of them."""
+    ids = [case.id for case in CASES]
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})

@@ -35,13 +35,15 @@ def discover(
         Path,
         typer.Option(
             "--out",
-            metavar="OUT.jsonl",
+            metavar="OUT",
             help='Where each record\'s topic goes, a JSON line each ("-": standard output).',
         ),
     ],
     fmt: Annotated[
         str | None,
-        typer.Option("--format", metavar="jsonl|csv", help="Default: from the file's suffix."),
+        typer.Option(
+            "--format", metavar="FORMAT", help="jsonl or csv (default: the file's suffix)."
+        ),
     ] = None,
     text_field: Annotated[
         str,
@@ -60,7 +62,9 @@ def discover(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the topics as one JSON object.")
     ] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Same seed, same topics.", min=0)] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", help="Same seed, same topics.", min=0)
+    ] = 0,
 ) -> None:
     """Discover the topics of any text file, with the code the nightly run uses.
 

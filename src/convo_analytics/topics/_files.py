@@ -45,7 +45,7 @@ def _format_of(path: Path, given: str | None) -> Format:
     if given is not None:
         if given not in FORMATS:
             raise UserError(f"--format {given!r}: choose jsonl or csv")
-        return given  # type: ignore[return-value]
+        return given
     found = _SUFFIXES.get(path.suffix.lower())
     if found is None:
         raise UserError(
