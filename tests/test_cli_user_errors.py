@@ -140,6 +140,11 @@ CASES = [
          "no field 'msg'", files={"a.csv": "id,text\n1,hello\n"}),
     Case(("topics", "discover", "--input", "a.jsonl", "--out", "-", "--json"), "--out -",
          files={"a.jsonl": '{"text": "hi"}\n'}),
+    # issue 26: the endpoint tables from the environment, named by their variable
+    Case(("config", "show"), "must be JSON where it sets a table",
+         {"CONVO_EXTRACT__FIELDS": "not json"}),
+    Case(("config", "show"), "$CONVO_EXTRACT__STREAMS__LEADS__PAGE_SIZE: extract.streams",
+         {"CONVO_EXTRACT__STREAMS__LEADS__PAGE_SIZE": "0"}),
     Case(("config", "show"), "CONVO_SERVICE_TIMEOUT_SECONDS",
          {"CONVO_SERVICE_TIMEOUT_SECONDS": "soon"}),
     Case(("config", "path"), "gone.toml", {"CONVO_CONFIG": "gone.toml"}),

@@ -29,6 +29,7 @@ from convo_analytics.config._model import SourcedSettings
 
 __all__ = [
     "ALL_STREAMS",
+    "ENDPOINTS_ENV_PREFIX",
     "LIST_STREAMS",
     "DetailSpec",
     "IncrementalSpec",
@@ -45,7 +46,7 @@ ALL_STREAMS = ("conversations", "leads", "summary")
 LIST_STREAMS = ("conversations", "leads")
 PAGING_STYLES = ("auto", "cursor", "next_url", "link_header", "page_number", "offset", "single")
 #: The environment prefix of the source description (``CONVO_EXTRACT__FIELDS``, ...).
-ENV_PREFIX = "CONVO_EXTRACT__"
+ENDPOINTS_ENV_PREFIX = "CONVO_EXTRACT__"
 
 
 def _text(value: Any) -> Any:
@@ -182,7 +183,7 @@ class SourceSpec(SourcedSettings):
     """
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
+        env_prefix=ENDPOINTS_ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
     streams: StreamsSpec = StreamsSpec()

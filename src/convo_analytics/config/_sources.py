@@ -23,9 +23,14 @@ from typing import Any
 
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsError
 
-from convo_analytics.config._endpoints import SourceSpec, load_source, source_errors
+from convo_analytics.config._endpoints import (
+    ENDPOINTS_ENV_PREFIX,
+    SourceSpec,
+    load_source,
+    source_errors,
+)
 from convo_analytics.config._model import (
     CONFIG_ENV_VAR,
     ConfigError,
@@ -389,16 +394,37 @@ def load_settings(
 
 def _endpoints(toml: TomlSource, environ: Mapping[str, str]) -> SourceSpec:
     """``[extract.streams.*]`` and ``[extract.fields]`` from the environment
-    (``CONVO_EXTRACT__...``) over the file, one line per problem naming its place."""
+    (``CONVO_EXTRACT__...``) over the file, one line per problem naming its place: the
+    variable that set it, else the file's line."""
     try:
         return load_source(toml.tables.get("extract", {}), environ)
     except ValidationError as exc:
         lines = source_errors(exc)
-        where = [toml.locate(line.split(":", 1)[0]) if toml.path else "" for line in lines]
+        where = [_endpoint_origin(line.split(":", 1)[0], toml, environ) for line in lines]
         raise ConfigError(
             "\n".join(f"{w}: {line}" if w else line for w, line in zip(where, lines, strict=True))
             + "\n(docs/configuration.md, 'The service's endpoints', describes every key)"
         ) from None
+    except SettingsError as exc:  # a variable whose value is no JSON where a table goes
+        field = re.search(r'field "([^"]+)"', str(exc))
+        head = f"{ENDPOINTS_ENV_PREFIX}{field.group(1).upper() if field else ''}"
+        names = sorted(v for v in environ if v.upper().startswith(head) and environ[v])
+        var = names[0] if names else head
+        raise ConfigError(
+            f"environment variable {var} must be JSON where it sets a table or list (e.g. "
+            f'{{"messages.created_at": "sentAt"}}); fix or unset {var}'
+        ) from None
+
+
+def _endpoint_origin(dotted: str, toml: TomlSource, environ: Mapping[str, str]) -> str:
+    """``$CONVO_EXTRACT__STREAMS__LEADS__PAGE_SIZE`` when a variable set ``dotted`` (or the
+    table holding it), else where the file writes it, else nothing."""
+    parts = dotted.split(".")[1:]
+    for n in range(len(parts), 0, -1):
+        var = ENDPOINTS_ENV_PREFIX + "__".join(parts[:n]).upper()
+        if environ.get(var):
+            return f"${var}"
+    return toml.locate(dotted) if toml.path else ""
 
 
 def _read_text(path: Path) -> str:
