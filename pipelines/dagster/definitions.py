@@ -193,7 +193,7 @@ def _shard_asset(step_name: str, upstream: str | None) -> dg.AssetsDefinition:
     def _materialise(
         context: dg.AssetExecutionContext, convo: ConvoSettings
     ) -> dg.MaterializeResult:
-        counts = _run_step(step_name, convo.settings(), context.partition_key, context.run_id)
+        counts = _run_step(step_name, convo.settings(), context.partition_key, context.run.run_id)
         return dg.MaterializeResult(metadata=counts)
 
     return _materialise
