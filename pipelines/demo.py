@@ -253,14 +253,21 @@ class Part:
     proc: subprocess.Popen[bytes]
     log: Path
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
+        """Ask the server to stop (Ctrl-C), kill it after 15 s; True once it has ended.
+
+        Never raises: on a machine busy with disk writes a killed process may take a
+        while to go, and the demo must still stop the others and say which one lingers.
+        """
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=15)
+        for wait in (15, 60):
+            try:
+                self.proc.wait(timeout=wait)
+                return True
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return False
 
 
 def _ends_with_the_demo() -> Callable[[], None] | None:
@@ -498,8 +505,13 @@ def _stop_all(parts: list[Part]) -> None:
     """Stop every server, last started first; no signal cuts this short."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    for part in reversed(parts):
-        part.stop()
+    lingering = [part for part in reversed(parts) if not part.stop()]
+    for part in lingering:
+        _say(
+            f"warning: the {part.name} (pid {part.proc.pid}) did not end when killed; "
+            f"its log: {part.log}",
+            file=sys.stderr,
+        )
 
 
 def _say(text: str, file: IO[str] | None = None) -> None:
