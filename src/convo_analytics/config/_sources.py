@@ -238,7 +238,7 @@ class TomlSource(_Layer):
         return {**self.data, "workspaces": self.workspaces} if self.workspaces else self.data
 
     def _workspaces(self, raw: list[Any]) -> None:
-        _, problems = workspace_problems(raw)
+        specs, problems = workspace_problems(raw)
         if problems:
             # each [[workspaces]] header's line: problem "#N" is the N-th table's
             lines = enumerate(self.text.splitlines(), start=1)
@@ -250,7 +250,7 @@ class TomlSource(_Layer):
                 return f"{self.path}:{heads[i]}" if 0 <= i < len(heads) else str(self.path)
 
             raise ConfigError("\n".join(f"{where(p)}: {p}" for p in problems))
-        self.workspaces = raw
+        self.workspaces = specs  # validated once: the model takes them as they are
         self.found["workspaces"] = (self.source, self.where(None, "workspaces"))
 
     def _parse(self) -> dict[str, Any]:

@@ -25,7 +25,6 @@ from convo_analytics.extract._detail import find_record, find_transcript, unwrap
 from convo_analytics.extract._fields import find_fields
 from convo_analytics.extract._http import ExtractError, ServiceClient
 from convo_analytics.extract._limiter import AdaptiveLimiter
-from convo_analytics.extract._list_stream import _format_time, time_format_of
 from convo_analytics.extract._paging import (
     PageRequest,
     Paginator,
@@ -43,7 +42,9 @@ from convo_analytics.extract._shapes import (
     FieldMap,
     ShapeError,
     detect_fields,
+    format_time,
     parse_timestamp,
+    time_format_of,
     value_at,
 )
 from convo_analytics.extract._source import StreamPlan
@@ -445,7 +446,7 @@ class _ListCheck:
         for param in dict.fromkeys(n for n in names if n):
             got = await self.probe.page(
                 self.plan.path,
-                {**self.params, **size, param: _format_time(cut, fmt)},
+                {**self.params, **size, param: format_time(cut, fmt)},
                 self.records_at,
             )
             if not got or not got[2]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -25,11 +25,18 @@ from convo_analytics.extract._shapes import value_at
 from convo_analytics.extract._source import StreamPlan
 
 if TYPE_CHECKING:
-    from convo_analytics.extract._list_stream import ListStreamRun
+    from convo_analytics.warehouse._shape import LoadShape
 
 log = logging.getLogger("convo.extract")
 
-__all__ = ["TRANSCRIPT_KEYS", "DetailReader", "find_record", "find_transcript", "list_paths"]
+__all__ = [
+    "TRANSCRIPT_KEYS",
+    "DetailReader",
+    "DetailStream",
+    "find_record",
+    "find_transcript",
+    "list_paths",
+]
 
 #: Keys that hold a transcript in services we know of, after the sandbox's ``messages``.
 TRANSCRIPT_KEYS = (
@@ -109,10 +116,39 @@ def find_transcript(records: list[Any]) -> str | None:
     return next(iter(lists)) if len(lists) == 1 else None
 
 
+class _StreamFields(Protocol):
+    """What a detail reader reads of its stream's typed fields (``_typed.TypedFields``)."""
+
+    @property
+    def shape(self) -> LoadShape: ...
+
+    @property
+    def id_field(self) -> str | None: ...
+
+    @property
+    def decided(self) -> bool: ...
+
+
+class DetailStream(Protocol):
+    """The list stream whose details are read (``_list_stream.ListStreamRun``), as a
+    protocol: that stream makes its reader, so the reader does not import it."""
+
+    @property
+    def result(self) -> StreamResult: ...
+
+    @property
+    def where(self) -> str: ...
+
+    @property
+    def typed(self) -> _StreamFields: ...
+
+    def detail_url(self, record_id: str) -> str: ...
+
+
 class DetailReader:
     """Fetches details for one stream and learns their shape from the first ones."""
 
-    def __init__(self, stream: ListStreamRun, plan: StreamPlan) -> None:
+    def __init__(self, stream: DetailStream, plan: StreamPlan) -> None:
         assert plan.detail is not None
         self.stream = stream
         self.spec = plan.detail

@@ -43,6 +43,7 @@ from convo_analytics.extract._shapes import (
     ShapeError,
     detect_fields,
     find_records,
+    format_time,
     parse_timestamp,
     value_at,
 )
@@ -58,7 +59,7 @@ from convo_analytics.warehouse import (
 from convo_analytics.warehouse import _load as load
 
 if TYPE_CHECKING:
-    from convo_analytics.extract._runner import Extraction
+    from convo_analytics.extract._run_state import ExtractionState
 
 log = logging.getLogger("convo.extract")
 
@@ -113,26 +114,6 @@ class _Batch:
             self.max_updated = newest if self.max_updated is None else max(self.max_updated, newest)
 
 
-def _format_time(moment: datetime, fmt: str) -> str:
-    """A time as the incremental parameter wants it."""
-    if fmt == "epoch_ms":
-        return str(int(moment.timestamp() * 1000))
-    if fmt == "epoch_s":
-        return str(int(moment.timestamp()))
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + (
-        f"{moment.microsecond // 1000:03d}Z"
-    )
-
-
-def time_format_of(value: Any) -> str:
-    """How a record writes its times: iso, epoch_s or epoch_ms (numbers, or digit strings)."""
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return "epoch_ms" if abs(value) >= 100_000_000_000 else "epoch_s"
-    return "iso"
-
-
 def _headers_seen(response: httpx.Response) -> str:
     names = [k for k in response.headers if k.lower() not in _COMMON_HEADERS]
     return ", ".join(names) or "none beyond the usual"
@@ -148,7 +129,7 @@ class ListStreamRun:
     """Reads one list stream into the warehouse (see the module docstring)."""
 
     def __init__(
-        self, run: Extraction, client: ServiceClient, plan: StreamPlan, result: StreamResult
+        self, run: ExtractionState, client: ServiceClient, plan: StreamPlan, result: StreamResult
     ) -> None:
         self.run, self.client, self.plan, self.result = run, client, plan, result
         self.cfg = run.config
@@ -186,14 +167,14 @@ class ListStreamRun:
         fmt = self.typed.time_format
         if cfg.mode == "backfill":
             if cfg.backfill_from and inc.param:
-                params[inc.param] = _format_time(cfg.backfill_from, fmt)
+                params[inc.param] = format_time(cfg.backfill_from, fmt)
                 self.filtered = True
             if cfg.backfill_to and inc.end_param:
-                params[inc.end_param] = _format_time(cfg.backfill_to, fmt)
+                params[inc.end_param] = format_time(cfg.backfill_to, fmt)
                 self.filtered = True
         elif cfg.mode == "incremental" and self.result.bookmark_before is not None and inc.param:
             self.since = self.result.bookmark_before - timedelta(seconds=cfg.lookback_seconds)
-            params[inc.param] = _format_time(self.since, fmt)
+            params[inc.param] = format_time(self.since, fmt)
             self.filtered = True
         request = PageRequest(plan.path, params)
         spec = plan.paginator
@@ -463,7 +444,7 @@ class ListStreamRun:
             param = self.plan.incremental.param
             result.warnings.append(
                 f"the service ignored the incremental parameter {param!r}: {self.older} records "
-                f"updated before {_format_time(self.since or datetime.now(UTC), 'iso')} came "
+                f"updated before {format_time(self.since or datetime.now(UTC), 'iso')} came "
                 f"back, so every run reads the whole list; set {self.where} incremental = "
                 "{ param = ..., format = ... } (`convo extract --check` finds them)"
             )

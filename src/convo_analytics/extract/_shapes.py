@@ -18,8 +18,8 @@ from typing import Any
 # fmt: off
 __all__ = [
     "CREATED_KEYS", "ENVELOPE_KEYS", "ID_KEYS", "UPDATED_KEYS", "Drift", "FieldMap", "ShapeError",
-    "bool_at", "compare_schemas", "detect_fields", "find_records", "has_path", "int_at",
-    "json_type", "parse_timestamp", "schema_of", "value_at",
+    "bool_at", "compare_schemas", "detect_fields", "find_records", "format_time", "has_path",
+    "int_at", "json_type", "parse_timestamp", "schema_of", "time_format_of", "value_at",
 ]
 # fmt: on
 
@@ -431,3 +431,23 @@ def _to_utc(value: datetime) -> datetime | None:
         return value.astimezone(UTC)
     except (OverflowError, ValueError):
         return None
+
+
+def format_time(moment: datetime, fmt: str) -> str:
+    """A time as the incremental parameter wants it."""
+    if fmt == "epoch_ms":
+        return str(int(moment.timestamp() * 1000))
+    if fmt == "epoch_s":
+        return str(int(moment.timestamp()))
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + (
+        f"{moment.microsecond // 1000:03d}Z"
+    )
+
+
+def time_format_of(value: Any) -> str:
+    """How a record writes its times: iso, epoch_s or epoch_ms (numbers, or digit strings)."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return "epoch_ms" if abs(value) >= 100_000_000_000 else "epoch_s"
+    return "iso"

@@ -37,7 +37,7 @@ from convo_analytics.warehouse._shape import LoadShape, source_path
 from convo_analytics.warehouse._tables import SERVICE_SUMMARIES
 
 if TYPE_CHECKING:
-    from convo_analytics.extract._runner import Extraction
+    from convo_analytics.extract._run_state import ExtractionState
 
 __all__ = ["ABSENT", "DEFAULT_RECORDS", "SummaryAnswer", "SummaryRun", "day_of", "read_answer"]
 
@@ -159,7 +159,7 @@ class SummaryRun:
     """Reads the summary of one run (see the module docstring)."""
 
     def __init__(
-        self, run: Extraction, client: ServiceClient, plan: StreamPlan, result: StreamResult
+        self, run: ExtractionState, client: ServiceClient, plan: StreamPlan, result: StreamResult
     ) -> None:
         self.run, self.client, self.plan, self.result = run, client, plan, result
 

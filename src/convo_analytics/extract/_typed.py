@@ -19,7 +19,7 @@ import duckdb
 
 from convo_analytics.extract._detail import find_transcript
 from convo_analytics.extract._fields import FieldFinding, find_fields
-from convo_analytics.extract._shapes import FieldMap, value_at
+from convo_analytics.extract._shapes import FieldMap, time_format_of, value_at
 from convo_analytics.extract._source import StreamPlan
 from convo_analytics.warehouse._shape import DETAIL_LISTS, FIELD_TABLES, LoadShape, field_key
 
@@ -106,8 +106,6 @@ class TypedFields:
 
     def note_fields(self, fields: FieldMap, records: list[dict[str, Any]]) -> None:
         """The stream's key fields; the incremental format follows how records write times."""
-        from convo_analytics.extract._list_stream import time_format_of
-
         self.key_fields = fields
         self.id_field = fields.id
         if self.plan.incremental.format == "auto" and fields.updated:
