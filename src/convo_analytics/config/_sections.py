@@ -35,6 +35,7 @@ __all__ = [
     "SandboxSettings",
     "ServeSettings",
     "ServiceSettings",
+    "TopicsSettings",
     "TransformSettings",
     "WarehouseSettings",
     "WebhooksSettings",
@@ -383,6 +384,27 @@ class TransformSettings(Section):
         "Reconciliation: relative difference from the service's own summary tolerated "
         "before a day's metric is listed as a mismatch.",
         ge=0.0,
+    )
+
+
+class TopicsSettings(Section):
+    """Topics: what conversations are about (issue 27)."""
+
+    enabled: Bool = setting(
+        True,
+        "Place every conversation in a topic of its workspace at each transform "
+        "(discovered offline from first user messages).",
+    )
+    min_conversations: Int = setting(
+        200,
+        "A workspace's topics are discovered once it has this many conversations with a "
+        "user message (before that, their topic is 'unknown').",
+        ge=2,
+    )
+    curations_file: PathOrNone = setting(
+        "data/app-state/topic_curations.jsonl",
+        "The app's own store of topic renames, merges, splits and pins (the dashboard and "
+        "`convo topics rename|merge|split|pin` append to it; every transform applies it).",
     )
 
 

@@ -39,6 +39,7 @@ from convo_analytics.config._sections import (
     SandboxSettings,
     ServeSettings,
     ServiceSettings,
+    TopicsSettings,
     TransformSettings,
     WarehouseSettings,
     WebhooksSettings,
@@ -83,6 +84,7 @@ class Settings(SourcedSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     transform: TransformSettings = Field(default_factory=TransformSettings)
+    topics: TopicsSettings = Field(default_factory=TopicsSettings)
     export: ExportSettings = Field(default_factory=ExportSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     publish: PublishSettings = Field(default_factory=PublishSettings)

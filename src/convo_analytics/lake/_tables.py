@@ -96,6 +96,10 @@ LAKE_TABLES: tuple[LakeTable, ...] = (
     LakeTable("mart_daily_durations", "date"),
     LakeTable("mart_daily_percentiles", "date"),
     LakeTable("mart_slices", None, "used_slices"),
+    # topics (issue 27): each workspace's topics as analysts see them, and each
+    # conversation's topic (the discovery's own centroids stay in the warehouse)
+    LakeTable("mart_topics", None),
+    LakeTable("conversation_topics", None),
     LakeTable("transform_runs", None, "latest_transform"),
 )
 _BY_NAME = {t.name: t for t in LAKE_TABLES}

@@ -180,3 +180,19 @@ def assign_topics(discovery: Discovery, texts: Sequence[str]) -> tuple[int, ...]
         placed = nearest >= 0
         out[valid[placed]] = ids[real][nearest[placed]]
     return tuple(int(a) for a in out)
+
+
+def place_texts(
+    centroids: NDArray[np.float32], texts: Sequence[str]
+) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+    """Each text's nearest row of ``centroids`` (-1: blank, or far from every row: "other")
+    and its cosine similarity to it: the rule :func:`assign_topics` places texts by, for
+    centroids kept elsewhere (the warehouse's ``topics`` table)."""
+    texts = list(texts)
+    rows = np.full(len(texts), -1, dtype=np.int64)
+    sims = np.zeros(len(texts), dtype=np.float32)
+    valid = np.array([i for i, t in enumerate(texts) if t and t.strip()], dtype=np.int64)
+    if len(valid) and len(centroids):
+        nearest, best = _nearest(features([texts[i] for i in valid]), centroids)
+        rows[valid], sims[valid] = nearest, best
+    return rows, sims

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from convo_analytics.errors import UserError
+from convo_analytics.topics import TopicConfig
 from convo_analytics.transform._run import TransformConfig
 
 if TYPE_CHECKING:
     from convo_analytics.config import Settings
 
-__all__ = ["SETTING_ZONES", "checked_zone", "default_zone", "transform_config"]
+__all__ = ["SETTING_ZONES", "checked_zone", "default_zone", "topic_config", "transform_config"]
 
 #: How errors name the zones when no flag set them (the nightly run has none).
 SETTING_ZONES = "transform.timezones:"
@@ -42,7 +43,12 @@ def default_zone(settings: Settings, tz: str | None = None, *, named: str = "--t
 
 
 def transform_config(
-    settings: Settings, *, reconcile: bool = True, full: bool = False, named: str = "--tz"
+    settings: Settings,
+    *,
+    reconcile: bool = True,
+    full: bool = False,
+    named: str = "--tz",
+    rediscover: tuple[str, ...] = (),
 ) -> TransformConfig:
     """The transform's configuration from the ``transform.*`` settings.
 
@@ -63,4 +69,16 @@ def transform_config(
         reconcile=reconcile,
         tolerance=settings.get_float("transform.tolerance"),
         full=full,
+        topics=topic_config(settings, rediscover),
+    )
+
+
+def topic_config(settings: Settings, rediscover: tuple[str, ...] = ()) -> TopicConfig:
+    """How the transform places conversations in topics, from the ``topics.*`` settings;
+    ``rediscover`` names the workspaces to cluster again ("*": all)."""
+    return TopicConfig(
+        enabled=settings.topics.enabled,
+        min_conversations=settings.topics.min_conversations,
+        curations_path=settings.topics.curations_file,
+        rediscover=rediscover,
     )

@@ -89,8 +89,10 @@ SELECT c.conv_key, c.id AS conversation_id, c.workspace_id, c.external_user_id, 
        c.detail_updated_at,
        l.id AS lead_id, l.score AS lead_score, l.intent AS lead_intent,
        l.created_at AS scored_at, l.qualified_at, l.updated_at AS lead_updated_at,
-       (l.email IS NOT NULL OR l.phone IS NOT NULL) AS lead_has_contact
+       (l.email IS NOT NULL OR l.phone IS NOT NULL) AS lead_has_contact,
+       CAST(t.topic_id AS VARCHAR) AS topic
 FROM {scoped} c
+LEFT JOIN conversation_topics t ON t.workspace_id = c.workspace_id AND t.conversation_id = c.id
 LEFT JOIN (SELECT DISTINCT ON (workspace_id, conversation_id) * FROM leads WHERE {lead_scope}
            ORDER BY workspace_id, conversation_id, updated_at DESC, id) l
        ON l.workspace_id = c.workspace_id AND l.conversation_id = c.id
@@ -315,6 +317,7 @@ def _conversation_facts(
         "external_user_id",
         *(pl.col(d).fill_null(UNKNOWN).alias(d) for d in ("channel", "locale", "source")),
         pl.coalesce("conversation_intent", "lead_intent", pl.lit(UNKNOWN)).alias("intent"),
+        pl.col("topic").fill_null(UNKNOWN),
         "status",
         "started_at",
         "ended_at",

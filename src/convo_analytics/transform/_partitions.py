@@ -238,6 +238,23 @@ def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
     return int(scalar(con, f"SELECT count(*) FROM {CHANGED}"))
 
 
+def add_topic_changes(con: duckdb.DuckDBPyConnection) -> int:
+    """Add to ``_transform_changed`` every conversation whose topic in
+    ``conversation_topics`` is not the one its facts carry (placed for the first time, or
+    moved by a discovery, a rediscovery or a split); returns how many it then holds. Read
+    from the two tables, not from what this run did, so a run killed between placing
+    topics and rewriting the marts is put right by the next one."""
+    con.execute(
+        f"""INSERT INTO {CHANGED}
+        SELECT m.workspace_id, m.conversation_id FROM mart_conversations m
+        JOIN conversation_topics t
+          ON t.workspace_id = m.workspace_id AND t.conversation_id = m.conversation_id
+        WHERE m.topic IS DISTINCT FROM coalesce(CAST(t.topic_id AS VARCHAR), 'unknown')
+          AND (m.workspace_id, m.conversation_id) NOT IN (SELECT workspace_id, id FROM {CHANGED})"""
+    )
+    return int(scalar(con, f"SELECT count(*) FROM {CHANGED}"))
+
+
 def record_watermarks(
     con: duckdb.DuckDBPyConnection, transform_run_id: str, *, replace: bool
 ) -> None:

@@ -15,16 +15,19 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from typing import Any
 
 import duckdb
 import orjson
 
+from convo_analytics.topics import TopicConfig, TopicStep, place_topics
 from convo_analytics.transform._frames import scalar
 from convo_analytics.transform._mart_set import drop_staging, swap_in_staging
 from convo_analytics.transform._partitions import (
+    CHANGED,
+    add_topic_changes,
     describe,
     drop_temporaries,
     find_changed_conversations,
@@ -65,6 +68,8 @@ class TransformConfig:
     tolerance: float = 0.01
     #: Rebuild every partition even when the marts could be brought up to date.
     full: bool = False
+    #: How conversations are placed in topics (and which workspaces to rediscover).
+    topics: TopicConfig = field(default_factory=TopicConfig)
 
 
 @dataclass(slots=True)
@@ -88,6 +93,8 @@ class TransformResult:
     reconciled_zones: dict[str, int] = field(default_factory=dict)
     duration_seconds: float = 0.0
     error: str | None = None
+    #: Conversations placed in topics, and the workspaces whose topics were (re)discovered.
+    topics: TopicStep = field(default_factory=TopicStep)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -107,6 +114,7 @@ class TransformResult:
             "reconciliation": self.reconciliation.as_json(),
             "duration_seconds": round(self.duration_seconds, 3),
             "error": self.error,
+            "topics": self.topics.as_json(),
         }
 
     @property
@@ -150,11 +158,16 @@ def run_transform(con: duckdb.DuckDBPyConnection, config: TransformConfig) -> Tr
     try:
         with _duckdb_settings(con):
             drop_staging(con)  # what a run killed while staging left
-            reason = _incremental(con, config, finish)
+            reason = _incremental(con, config, finish, result)
             if reason is not None:
                 log.info("transform: rebuilding every partition: %s", reason)
                 result.mode, result.full_reason = "full", reason
                 find_new_runs(con, all_runs=True)
+                done = result.topics.discovered  # an incremental attempt's rediscovery stays
+                topic_config = replace(config.topics, rediscover=()) if done else config.topics
+                with transaction(con):  # its own: the marts' rebuild re-reads what it wrote
+                    step = place_topics(con, topic_config, result.transform_run_id, None)
+                result.topics = TopicStep(step.placed, {**done, **step.discovered})
                 stats = stage_all(con, tuple(config.timezones), config.low_confidence_threshold)
                 with transaction(con):
                     swap_in_staging(con)
@@ -180,16 +193,20 @@ def _incremental(
     con: duckdb.DuckDBPyConnection,
     config: TransformConfig,
     finish: Callable[[RebuildStats], None],
+    result: TransformResult,
 ) -> str | None:
     """Bring the marts up to date in place, in one transaction; or, without writing
     anything, say why every partition must be rebuilt instead."""
     zones, threshold = tuple(config.timezones), config.low_confidence_threshold
+    run_id = result.transform_run_id
     reason = full_reason(read_state(con), zones, threshold, asked=config.full)
     if reason is not None:
         return reason
     with transaction(con):
         find_new_runs(con, all_runs=False)
-        changed = find_changed_conversations(con)
+        find_changed_conversations(con)
+        result.topics = place_topics(con, config.topics, run_id, CHANGED)
+        changed = add_topic_changes(con)
         total = int(scalar(con, "SELECT count(*) FROM conversations"))
         if changed > 1000 and changed > MOSTLY_CHANGED * total:
             return f"most conversations changed ({changed} of {total})"

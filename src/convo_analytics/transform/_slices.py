@@ -1,10 +1,14 @@
 """Slice keys: one integer per combination of dimension values, the same in every run.
 
-The daily marts group on an integer ``slice_key`` rather than on four
+The dimensions are the conversation's channel, locale, source, intent and topic (the id of
+its topic in its workspace, as text: curations rename and merge topics through
+``mart_topics`` without touching the marts; D-TOPICS-WAREHOUSE).
+
+The daily marts group on an integer ``slice_key`` rather than on five
 strings. When every transform rebuilt every mart, the keys could simply be
 numbered; partitions rewritten one at a time need a key that does not depend
 on what else is in the warehouse, so a key is a 64-bit BLAKE2b hash of the
-four values (stable across releases and platforms, unlike polars' or
+five values (stable across releases and platforms, unlike polars' or
 DuckDB's own hashes). A collision would merge two slices silently, so the
 transform checks that ``mart_slices`` never gives one key two rows.
 """
@@ -16,7 +20,7 @@ import hashlib
 import polars as pl
 
 #: Dimensions every fact and every daily cube is sliced by.
-DIMENSIONS = ("channel", "locale", "source", "intent")
+DIMENSIONS = ("channel", "locale", "source", "intent", "topic")
 _SEPARATOR = b"\x1f"
 
 

@@ -16,9 +16,10 @@ from convo_analytics.warehouse._marts import MART_TABLES
 from convo_analytics.warehouse._runs import PIPELINE_RUNS
 from convo_analytics.warehouse._tables import ALL_TABLES as SOURCE_TABLES
 from convo_analytics.warehouse._tables import REKEYED_IN_6, SCHEMA_VERSION, Column, Table
+from convo_analytics.warehouse._topic_tables import TOPIC_TABLES
 
 #: Every table of the warehouse: what extract and ingest load, the ingest's own, the marts.
-ALL_TABLES = (*SOURCE_TABLES, *INGEST_TABLES, *MART_TABLES, PIPELINE_RUNS)
+ALL_TABLES = (*SOURCE_TABLES, *INGEST_TABLES, *MART_TABLES, *TOPIC_TABLES, PIPELINE_RUNS)
 
 
 class WarehouseBusy(UserError):

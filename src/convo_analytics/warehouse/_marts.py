@@ -18,6 +18,13 @@ _DIMS = (
     Column("locale", "VARCHAR", doc="the conversation's locale ('unknown' when not given)"),
     Column("source", "VARCHAR", doc="the conversation's metadata source ('unknown' when absent)"),
     Column("intent", "VARCHAR", doc="the conversation's intent, else its lead's, else 'unknown'"),
+    Column(
+        "topic",
+        "VARCHAR",
+        doc="the id of its topic in its workspace as text (names and merges: mart_topics); "
+        "'unknown' before its workspace has topics or without a user message",
+        fill="'unknown'",
+    ),
 )
 _WORKSPACE = Column(
     "workspace_id",
@@ -142,7 +149,7 @@ MART_SLICES = _mart(
     Column(
         "slice_key",
         "BIGINT",
-        doc="the key the daily marts carry: a hash of the four values (the same in every run)",
+        doc="the key the daily marts carry: a hash of the five values (the same in every run)",
     ),
     *_DIMS,
 )
