@@ -262,38 +262,15 @@ def _discover(
             matrix = np.array([centroids[k] for k in real], dtype=np.float32)
             _, best = place_texts(matrix, [texts[i] for i in idx])
             sims[idx] = np.where(new_of_row[idx] >= 0, best, 0.0)
-    # map provisional topics to old ids by overlap (mutual best match), else fresh ids
+    # map provisional topics to old ids by overlap, else fresh ids
     old_ids: list[int | None] = todo["topic_id"].to_list()
-    new_keys = [int(k) for k in new_of_row]
-    overlap: Counter[tuple[int, int]] = Counter(
-        (old, new)
-        for old, new in zip(old_ids, new_keys, strict=True)
-        if new >= 0 and old is not None and old != OTHER_ID
+    id_of, kept = _map_by_overlap(
+        old_ids,
+        [int(k) for k in new_of_row],
+        len(provisional),
+        frozen=pinned | splits,
+        first_free=max({*old_topics["topic_id"].to_list(), OTHER_ID}) + 1,
     )
-    best_old: dict[int, tuple[int, int]] = {}  # provisional key -> (overlap, old id)
-    best_new: dict[int, tuple[int, int]] = {}  # old id -> (overlap, provisional key)
-    for (old_id, key), n in sorted(overlap.items()):
-        if n > best_old.get(key, (0, -1))[0]:
-            best_old[key] = (n, old_id)
-        if n > best_new.get(old_id, (0, -1))[0]:
-            best_new[old_id] = (n, key)
-    used = set(old_topics["topic_id"].to_list()) | {OTHER_ID}
-    next_id = max(used) + 1
-    id_of: dict[int, int] = {}
-    kept = 0
-    for key in range(len(provisional)):
-        match = best_old.get(key)
-        if (
-            match
-            and best_new.get(match[1], (0, -1))[1] == key
-            and match[1] not in pinned
-            and match[1] not in splits
-        ):
-            id_of[key] = match[1]
-            kept += 1
-        else:
-            id_of[key] = next_id
-            next_id += 1
     # write the topics: mapped and new ones replace theirs; pinned and split ones stay;
     # the other old ones are retired (kept for the views and curations naming them)
     live = set(id_of.values()) | pinned | splits | {OTHER_ID}
@@ -348,6 +325,48 @@ def _discover(
         "conversations": len(todo),
         "moved": moved,
     }
+
+
+#: A new topic takes an old topic's id when they share at least this share of the old
+#: topic's conversations (that were clustered again) or of the new topic's.
+MIN_OVERLAP = 0.3
+
+
+def _map_by_overlap(
+    old_ids: list[int | None],
+    new_keys: list[int],
+    count: int,
+    *,
+    frozen: set[int],
+    first_free: int,
+) -> tuple[dict[int, int], int]:
+    """Each new topic's id (new topics are numbered 0..count-1 in ``new_keys``; -1 is
+    other): the id of the old topic it overlaps most, pairs taken greedily by overlap
+    (largest first, each old and new topic used once) when the overlap is at least
+    :data:`MIN_OVERLAP` of either side; else a fresh id. Old topics in ``frozen`` (pinned,
+    split off) are never given away. Returns the ids and how many kept an old one."""
+    pairs: Counter[tuple[int, int]] = Counter(
+        (old, new)
+        for old, new in zip(old_ids, new_keys, strict=True)
+        if new >= 0 and old is not None and old != OTHER_ID and old not in frozen
+    )
+    old_size = Counter(o for o in old_ids if o is not None)
+    new_size = Counter(n for n in new_keys if n >= 0)
+    id_of: dict[int, int] = {}
+    taken: set[int] = set()
+    for (old, new), n in sorted(pairs.items(), key=lambda p: (-p[1], p[0])):
+        if new in id_of or old in taken:
+            continue
+        if n >= MIN_OVERLAP * old_size[old] or n >= MIN_OVERLAP * new_size[new]:
+            id_of[new] = old
+            taken.add(old)
+    kept = len(id_of)
+    fresh = first_free
+    for key in range(count):
+        if key not in id_of:
+            id_of[key] = fresh
+            fresh += 1
+    return id_of, kept
 
 
 def _write_placements(
