@@ -76,6 +76,21 @@ def _flat_quarantine(folder: Path) -> None:
     ingest([archive], [HOOK_SECRET.encode()], folder / "flat.duckdb")
 
 
+def _topics_warehouse(folder: Path) -> None:
+    """A warehouse whose workspace ws_acme has topics 0 to 2, and one without topics."""
+    from convo_analytics.warehouse import open_warehouse
+
+    open_warehouse(folder / "empty.duckdb").close()
+    con = open_warehouse(folder / "t.duckdb")
+    con.executemany(
+        "INSERT INTO mart_topics (workspace_id, topic_id, topic, label, effective_topic_id, "
+        "effective_label, conversations, pinned, renamed, retired) "
+        "VALUES ('ws_acme', ?, ?, ?, ?, ?, 5, false, false, false)",
+        [(i, str(i), f"t{i}", i, f"t{i}") for i in range(3)],
+    )
+    con.close()
+
+
 def _torn_bindings(folder: Path) -> None:
     """The receiver's workspace bindings, torn by hand."""
     _two_workspaces(folder)
@@ -140,6 +155,32 @@ CASES = [
          "no field 'msg'", files={"a.csv": "id,text\n1,hello\n"}),
     Case(("topics", "discover", "--input", "a.jsonl", "--out", "-", "--json"), "--out -",
          files={"a.jsonl": '{"text": "hi"}\n'}),
+    # convo topics list|rename|merge|...: curations checked against the warehouse's topics
+    Case(("topics", "list", "--db", "gone.duckdb"), "does not exist"),
+    Case(("topics", "list", "--db", "empty.duckdb"), "no workspace has topics yet",
+         setup=_topics_warehouse),
+    Case(("topics", "list", "--db", "t.duckdb", "--workspace", "nobody"), "no topics for it",
+         setup=_topics_warehouse),
+    Case(("topics", "rename", "9", "Refunds", "--db", "t.duckdb"), "not a topic of ws_acme",
+         setup=_topics_warehouse),
+    Case(("topics", "rename", "1", "  ", "--db", "t.duckdb"), "non-empty name",
+         setup=_topics_warehouse),
+    Case(("topics", "merge", "1", "--into", "1", "--db", "t.duckdb"), "into itself",
+         setup=_topics_warehouse),
+    Case(("topics", "merge", "1", "--into", "0", "--db", "t.duckdb"), "'other') is not merged",
+         setup=_topics_warehouse),
+    Case(("topics", "unmerge", "7", "--db", "t.duckdb"), "not a topic of ws_acme",
+         setup=_topics_warehouse),
+    Case(("topics", "split", "1", "--matching", " ", "--name", "X", "--db", "t.duckdb"),
+         "--matching", setup=_topics_warehouse),
+    Case(("topics", "pin", "5", "--db", "t.duckdb"), "not a topic of ws_acme",
+         setup=_topics_warehouse),
+    Case(("topics", "unpin", "1", "--db", "t.duckdb", "--workspace", "ws_globex"),
+         "no topics for it", setup=_topics_warehouse),
+    Case(("topics", "rediscover", "--db", "t.duckdb", "--workspace", "nobody"),
+         "no topics for it", setup=_topics_warehouse),
+    Case(("topics", "curations",), "cannot be read",
+         {"CONVO_TOPICS_CURATIONS_FILE": "store/"}, files={"store/": ""}),
     # issue 26: the endpoint tables from the environment, named by their variable
     Case(("config", "show"), "must be JSON where it sets a table",
          {"CONVO_EXTRACT__FIELDS": "not json"}),

@@ -306,10 +306,16 @@ def rediscover(
 
     settings = settings_from_context(ctx, {"warehouse.path": db})
     require_existing(settings.require_path("warehouse.path"))
+    wanted: tuple[str, ...] = ("*",)
+    if workspace:  # named ones checked before the writers' lock is taken
+        con = open_existing(settings, read_only=True)
+        try:
+            wanted = tuple(resolve_workspace(con, w) for w in workspace)
+        finally:
+            con.close()
     with warehouse_writer(settings, "convo topics rediscover"):
         con = open_existing(settings, read_only=False)
         try:
-            wanted = tuple(resolve_workspace(con, w) for w in workspace) if workspace else ("*",)
             result = run_transform(con, transform_config(settings, rediscover=wanted))
         finally:
             con.close()

@@ -92,8 +92,8 @@ def curate(
     """Keep ``curation`` in the store once the topics it names are the workspace's."""
     if curations_path is None:
         raise UserError("topics.curations_file is not set: set it to keep topic curations")
-    curation = checked(curation)
-    workspace = resolve_workspace(con, curation.workspace_id)
+    workspace = resolve_workspace(con, curation.workspace_id or None)
+    curation = checked(replace(curation, workspace_id=workspace))
     known = {
         int(r[0]): bool(r[1])
         for r in con.execute(
