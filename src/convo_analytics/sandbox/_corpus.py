@@ -1,4 +1,8 @@
-"""Text the synthetic history is written with: questions, answers, people, companies.
+"""Text the synthetic history is written with: follow-ups, answers, people, companies.
+
+The first messages and the answers fitting them are the latent intents'
+(_intents.py, _phrasings_en.py, _phrasings_intl.py); what is here serves every intent
+and the conversations opened through the live API.
 
 Deliberately untidy: several languages (some conversations' text does not
 match their locale), emoji, typos, right-to-left and CJK scripts, personal
@@ -6,89 +10,6 @@ data typed into messages, and the occasional prompt-injection attempt.
 """
 
 from __future__ import annotations
-
-QUESTIONS: dict[str, dict[str, tuple[str, ...]]] = {
-    "en": {
-        "pricing": (
-            "How much does the Pro plan cost per seat?",
-            "do you have annual pricing?? need a quote for 40 users",
-            "What's the difference between Starter and Business pricing",
-            "Is there a discount for nonprofits? 🙏",
-        ),
-        "product_question": (
-            "Can I export my reports to CSV?",
-            "Does it integrate with Salesforce",
-            "how do i reset 2FA on my account",
-            "Is there an API for bulk imports?",
-        ),
-        "support": (
-            "The dashboard won't load since this morning",
-            "I keep getting error 502 when uploading files",
-            "my invoices page is blank. help",
-            "Login loop on Safari, tried clearing cookies already",
-        ),
-        "billing": (
-            "I was charged twice this month",
-            "How do I update my credit card?",
-            "Can you send me last quarter's invoices?",
-        ),
-        "demo_request": (
-            "I'd like to book a demo for my team",
-            "Can someone walk us through the enterprise features?",
-            "We're evaluating vendors, can we get a demo next week",
-        ),
-        "purchase": (
-            "Ready to buy 25 licenses, how do we proceed?",
-            "Can we pay by invoice instead of card?",
-            "We want to upgrade to Enterprise today",
-        ),
-        "cancellation": (
-            "How do I cancel my subscription",
-            "I want to close my account and delete my data",
-        ),
-        "complaint": (
-            "This is the third time the sync failed. Unacceptable.",
-            "Your support never answers, really disappointed 😡",
-            "I've been waiting 2 weeks for a refund",
-        ),
-        "partnership": (
-            "We're an agency interested in your partner program",
-            "Do you have a reseller agreement?",
-        ),
-        "other": ("hi", "hello?", "Are you a bot?", "what are your opening hours"),
-    },
-    "de": {
-        "pricing": ("Was kostet der Business-Tarif pro Nutzer?", "Gibt es Rabatte für Schulen?"),
-        "support": ("Das Dashboard lädt nicht mehr.", "Ich bekomme ständig Fehler 500 beim Export"),
-        "product_question": ("Kann ich Berichte als CSV exportieren?",),
-        "demo_request": ("Wir hätten gern eine Demo für unser Team.",),
-        "complaint": ("Schon wieder ausgefallen. Sehr ärgerlich!",),
-    },
-    "fr": {
-        "pricing": ("Quel est le prix de l'offre Pro ?", "Avez-vous une offre annuelle ?"),
-        "support": ("Je n'arrive pas à me connecter depuis hier",),
-        "billing": ("J'ai été facturé deux fois ce mois-ci",),
-    },
-    "es": {
-        "pricing": ("¿Cuánto cuesta el plan Business?",),
-        "support": ("No puedo iniciar sesión desde ayer",),
-        "purchase": ("Queremos comprar 10 licencias",),
-    },
-    "pt": {
-        "pricing": ("Quanto custa o plano Pro por usuário?",),
-        "support": ("Não consigo acessar minha conta",),
-    },
-    "ja": {
-        "pricing": ("ビジネスプランの料金はいくらですか？",),
-        "support": ("ダッシュボードが表示されません",),
-        "product_question": ("CSVでエクスポートできますか？",),
-    },
-    "ar": {
-        "support": ("لا أستطيع تسجيل الدخول إلى حسابي",),
-        "pricing": ("كم سعر الخطة الاحترافية؟",),
-    },
-    "nl": {"pricing": ("Wat kost het Pro-abonnement?",), "support": ("Ik kan niet inloggen",)},
-}
 
 FOLLOW_UPS = (
     "ok thanks",

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from convo_analytics.sandbox import _corpus as corpus
+from convo_analytics.sandbox import _intents as intents
 from convo_analytics.sandbox._activity import DEFAULT_LEAD_THRESHOLD, Activity
+from convo_analytics.sandbox._intents import LatentIntent
 from convo_analytics.sandbox._model import Conversation, EventFactory
 
 DAY_MS = 86_400_000
@@ -45,6 +47,8 @@ LOCALES = (
     ("en-IN", 4),
     (None, 2),
 )
+#: The coarse intents the service classifies conversations into, with their shares; each
+#: conversation draws a latent intent of _intents.py, whose weights keep these shares.
 INTENTS = (
     ("product_question", 22),
     ("support", 20),
@@ -73,13 +77,16 @@ TIERS = {  # name: (weight, median latency ms, sigma)
     "standard": (35, 1150.0, 0.5),
     "premium": (10, 2600.0, 0.55),
 }
+#: Confidence of answers to a covered latent intent, by its coarse intent (a gap's is
+#: _intents.GAP_CONFIDENCE_BETA). A little surer than when every answer cited a random
+#: source, so that the gaps do not move the workspace's overall resolution much.
 CONFIDENCE_BETA = {
     "product_question": (8.0, 2.0),
-    "support": (5.0, 2.5),
+    "support": (6.0, 2.2),
     "pricing": (7.0, 2.0),
-    "billing": (5.0, 2.0),
-    "complaint": (3.0, 3.0),
-    "other": (2.5, 2.5),
+    "billing": (6.0, 2.0),
+    "complaint": (3.5, 3.0),
+    "other": (3.5, 2.5),
 }
 HOUR_WEIGHT = (
     2,
@@ -150,7 +157,8 @@ class _Course:
         rng = self.rng
         channel = _weighted(rng, CHANNELS)
         locale = _weighted(rng, LOCALES)
-        intent = _weighted(rng, INTENTS)
+        latent = _weighted(rng, intents.WEIGHTED)
+        intent = latent.intent
         conv, _ = self.act.open(
             workspace_id=workspace_id,
             external_user_id=user,
@@ -160,6 +168,7 @@ class _Course:
             at=start,
         )
         conv.intent = intent
+        conv.latent_intent = latent.name
         self.conv = conv
         self.t = start
         turns = 0 if rng.random() < 0.07 else min(12, 1 + int(rng.expovariate(0.45)))
@@ -172,7 +181,7 @@ class _Course:
         for turn in range(turns):
             if not self._advance(self._think_ms(channel, first=turn == 0)):
                 return conv
-            text, contact = self._user_text(lang, intent, turn, person, score >= 0)
+            text, contact = self._user_text(lang, latent, turn, person, score >= 0)
             self.act.user_message(conv, text, self.t)
             flags = self.act.pending_flags(conv)
             tier = self._tier(intent)
@@ -180,16 +189,17 @@ class _Course:
             if not self._advance(latency):
                 return conv
             blocked = "prompt_injection" in flags
-            conf = self._confidence(intent, blocked)
+            conf = self._confidence(latent, blocked)
             low_streak = low_streak + 1 if conf < 0.45 else 0
+            answer, source = self._answer(latent, conf, blocked)
             self.act.assistant_reply(
                 conv,
-                self._answer(conf, blocked),
+                answer,
                 self.t,
                 latency_ms=latency,
                 model_tier=tier,
                 confidence=conf,
-                knowledge_source=rng.choice(corpus.KNOWLEDGE_SOURCES) if conf >= 0.6 else None,
+                knowledge_source=source,
                 policy_flags=flags,
             )
             if score >= 0:
@@ -210,7 +220,7 @@ class _Course:
                     break
             if rng.random() < 0.06:  # the user just leaves
                 break
-        self._finish(intent, turns)
+        self._finish(latent, turns)
         return conv
 
     def _advance(self, ms: int) -> bool:
@@ -255,15 +265,13 @@ class _Course:
         return int(median * math.exp(self.rng.gauss(0, 0.9)))
 
     def _user_text(
-        self, lang: str, intent: str, turn: int, person: dict[str, str], is_lead: bool
+        self, lang: str, latent: LatentIntent, turn: int, person: dict[str, str], is_lead: bool
     ) -> tuple[str, dict[str, str | None]]:
         rng = self.rng
+        intent = latent.intent
         contact: dict[str, str | None] = {}
-        if turn == 0:
-            pool = corpus.QUESTIONS.get(lang, {}).get(intent)
-            if pool is None or rng.random() < 0.15:  # text not in the conversation's locale
-                pool = corpus.QUESTIONS["en"].get(intent, corpus.QUESTIONS["en"]["other"])
-            text = rng.choice(pool)
+        if turn == 0:  # a phrasing of what the user wants, now and then roughed up
+            text = intents.first_message(latent, lang, rng)
         else:
             text = rng.choice(corpus.FOLLOW_UPS)
         roll = rng.random()
@@ -297,17 +305,19 @@ class _Course:
             value *= self.rng.uniform(4, 12)
         return max(40, int(value))
 
-    def _confidence(self, intent: str, blocked: bool) -> float:
+    def _confidence(self, latent: LatentIntent, blocked: bool) -> float:
         if blocked:
             return 0.99
-        a, b = CONFIDENCE_BETA.get(intent, (6.0, 2.2))
-        return self.rng.betavariate(a, b)
+        beta = CONFIDENCE_BETA.get(latent.intent, (6.0, 2.2))
+        return intents.confidence(latent, self.rng, beta)
 
-    def _answer(self, confidence: float, blocked: bool) -> str:
+    def _answer(
+        self, latent: LatentIntent, confidence: float, blocked: bool
+    ) -> tuple[str, str | None]:
+        """The reply and the knowledge source it cites; a refusal cites none."""
         if blocked:
-            return corpus.BLOCKED_REPLY
-        pool = corpus.ANSWERS if confidence >= 0.45 else corpus.LOW_CONFIDENCE_ANSWERS
-        return self.rng.choice(pool)
+            return corpus.BLOCKED_REPLY, None
+        return intents.reply(latent, confidence, self.rng)
 
     def _escalation_reason(
         self, text: str, intent: str, low_streak: int, flags: tuple[str, ...], score: float
@@ -346,7 +356,7 @@ class _Course:
         if rng.random() < 0.4 and self._advance(int(rng.uniform(1, 20) * MINUTE_MS)):
             self.act.agent_message(self.conv, "Hi, this is a human agent, happy to help.", self.t)
 
-    def _finish(self, intent: str, turns: int) -> None:
+    def _finish(self, latent: LatentIntent, turns: int) -> None:
         rng, conv = self.rng, self.conv
         last_activity = self.t
         end = last_activity + INACTIVITY_BY_CHANNEL[conv.channel]
@@ -363,7 +373,7 @@ class _Course:
         if turns and rng.random() < (0.3 if not abandoned else 0.12):
             at = last_activity + int(rng.uniform(0.2, 5) * MINUTE_MS)
             if at <= self.until:
-                rating = self._rating(abandoned, bool(conv.escalations), intent)
+                rating = self._rating(abandoned, bool(conv.escalations), latent)
                 mood = "good" if rating >= 4 else "bad"
                 comment = (
                     rng.choice(corpus.FEEDBACK_COMMENTS[mood]) if rng.random() < 0.35 else None
@@ -371,10 +381,12 @@ class _Course:
                 self.act.feedback(conv, at, rating, comment)
         self.act.complete(conv, end, "abandoned" if abandoned else "resolved")
 
-    def _rating(self, abandoned: bool, escalated: bool, intent: str) -> int:
+    def _rating(self, abandoned: bool, escalated: bool, latent: LatentIntent) -> int:
         weights = [5, 6, 12, 30, 47]
-        if abandoned or intent == "complaint":
+        if abandoned or latent.intent == "complaint":
             weights = [35, 25, 20, 12, 8]
+        elif latent.source is None:  # answered, but not with what the user needed
+            weights = [24, 22, 24, 16, 14]
         elif escalated:
             weights = [15, 15, 20, 25, 25]
         return _weighted(self.rng, list(zip((1, 2, 3, 4, 5), weights, strict=True)))

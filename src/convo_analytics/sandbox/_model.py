@@ -216,6 +216,11 @@ class Conversation:
     lead: Lead | None = None
     #: What the user wants, as the assistant classified it (None until classified).
     intent: str | None = None
+    #: What the user really wants (a name of _intents.LATENT_INTENTS): the sandbox's
+    #: ground truth for topic discovery, never serialised (D-SANDBOX-INTENTS); shown
+    #: only by the admin route /_sandbox/workspaces/{id}/latent-intents. None for
+    #: conversations opened through the live API.
+    latent_intent: str | None = None
 
     def summary_json(self) -> dict[str, Any]:
         return {

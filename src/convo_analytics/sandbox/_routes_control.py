@@ -19,6 +19,7 @@ from starlette.responses import Response
 from convo_analytics.sandbox._auth import bearer, sandbox_of
 from convo_analytics.sandbox._errors import ApiException
 from convo_analytics.sandbox._faults import FaultSettings
+from convo_analytics.sandbox._intents import LATENT_INTENTS
 from convo_analytics.sandbox._model import parse_iso_ms
 from convo_analytics.sandbox._ratelimit import RateLimitPolicy
 from convo_analytics.sandbox._routes_read import json_response
@@ -112,6 +113,28 @@ def run_sweep(request: Request, body: SweepRequest) -> Response:
     if ws is None:
         raise ApiException(404, f"workspace {body.workspace!r} not found")
     return json_response({"completed": sandbox.live.sweep(ws, int(time.time() * 1000))}, request)
+
+
+@router.get("/workspaces/{workspace_id}/latent-intents", dependencies=[Admin])
+def latent_intents(request: Request, workspace_id: str) -> Response:
+    """The ground truth of topic discovery: the intent catalogue and each conversation's.
+
+    Only here, behind the admin token (decision D-SANDBOX-INTENTS): the service
+    itself never tells what a user really wanted, so nothing a client reads does.
+    ``workspace_id`` is the id (``ws_acme``) or the name (``acme``); a conversation
+    opened through the live API has no latent intent (null).
+    """
+    sandbox = sandbox_of(request)
+    ws = sandbox.workspaces.get(workspace_id) or sandbox.workspaces.get(f"ws_{workspace_id}")
+    if ws is None:
+        raise ApiException(404, f"workspace {workspace_id[:60]!r} not found")
+    with ws.lock:
+        conversations = {c.id: c.latent_intent for c in ws.conversations.records.values()}
+    catalogue = [
+        {"name": li.name, "intent": li.intent, "has_source": li.has_source, "source": li.source}
+        for li in LATENT_INTENTS
+    ]
+    return json_response({"intents": catalogue, "conversations": conversations}, request)
 
 
 class FaultsRequest(BaseModel):

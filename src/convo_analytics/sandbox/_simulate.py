@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from convo_analytics.sandbox import _corpus as corpus
+from convo_analytics.sandbox import _intents as intents
 from convo_analytics.sandbox._generate import MINUTE_MS, _Course
 from convo_analytics.sandbox._model import Conversation, Event
 from convo_analytics.sandbox._workspace import Workspace
@@ -57,14 +58,22 @@ def _advance(ws: Workspace, conv: Conversation, *, at: int, rng: random.Random) 
         return act.complete(conv, at, outcome)
     _, events = act.user_message(conv, rng.choice(corpus.FOLLOW_UPS), at)
     latency = int(rng.lognormvariate(6.5, 0.5))
+    latent = intents.BY_NAME.get(conv.latent_intent or "")
+    source: str | None
+    if latent is None:  # opened through the live API: no ground truth to answer from
+        confidence = rng.betavariate(6, 2)
+        answer, source = rng.choice(corpus.ANSWERS), rng.choice(corpus.KNOWLEDGE_SOURCES)
+    else:  # the answer fits what the user wants; a gap stays a gap
+        confidence = intents.confidence(latent, rng, (6, 2))
+        answer, source = intents.reply(latent, confidence, rng)
     _, replied = act.assistant_reply(
         conv,
-        rng.choice(corpus.ANSWERS),
+        answer,
         at + latency,
         latency_ms=latency,
         model_tier=rng.choice(("fast", "standard")),
-        confidence=rng.betavariate(6, 2),
-        knowledge_source=rng.choice(corpus.KNOWLEDGE_SOURCES),
+        confidence=confidence,
+        knowledge_source=source,
         policy_flags=act.pending_flags(conv),
     )
     return events + replied
