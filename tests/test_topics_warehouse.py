@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import httpx
 import pytest
 
 from conftest import ACME_KEY, GLOBEX_KEY, RunningSandbox, make_settings
@@ -275,3 +276,32 @@ def test_the_store_survives_a_line_cut_short(tmp_path: Path) -> None:
     found = read_curations(store)
     assert [(c.sequence, c.action) for c in found] == [(1, "rename"), (2, "pin")]
     assert read_curations(store, "ws_b") == []
+
+
+#: The agreement of a workspace's discovered topics with the sandbox's latent intents
+#: (NMI), set from what `make bench BENCH_ARGS="--only topics"` measures on the sandbox.
+SANDBOX_NMI_FLOOR = 0.60
+
+
+def test_topics_agree_with_the_latent_intents_the_sandbox_never_sends(
+    world: tuple[RunningSandbox, Path], db: Path
+) -> None:
+    from sklearn.metrics import normalized_mutual_info_score
+
+    running = world[0]
+    for ws in ("ws_acme", "ws_globex"):
+        truth = httpx.get(
+            f"{running.url}/_sandbox/workspaces/{ws}/latent-intents",
+            headers={"Authorization": f"Bearer {running.sandbox.admin_token}"},
+            timeout=30,
+        ).json()["conversations"]
+        placed = _rows(
+            db,
+            "SELECT conversation_id, topic_id FROM conversation_topics "
+            "WHERE workspace_id = ? AND topic_id IS NOT NULL",
+            [ws],
+        )
+        pairs = [(truth[c], t) for c, t in placed if truth.get(c)]
+        assert len(pairs) >= 0.8 * len(placed) > 0
+        nmi = normalized_mutual_info_score([p[0] for p in pairs], [p[1] for p in pairs])
+        assert nmi >= SANDBOX_NMI_FLOOR, (ws, nmi)
