@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,84 @@ def child_scale(discover_count: str, assign_count: str) -> None:
           "before": before, "memory": memory_mib()})  # fmt: skip
 
 
+def _sandbox_warehouse(db: Path, conversations: int, seed: int, prefix: str) -> dict[str, str]:
+    """Conversations and messages of a sandbox history (workspace ws_acme) written into a
+    warehouse's tables (only the columns placing topics reads); their latent intents."""
+    import duckdb
+
+    from convo_analytics.sandbox._generate import HistorySpec, generate_history
+    from convo_analytics.sandbox._model import EventFactory
+    from convo_analytics.warehouse import open_warehouse
+
+    spec = HistorySpec("ws_acme", seed=seed, conversations=conversations, days=30,
+                       until_ms=1_795_000_000_000)  # fmt: skip
+    history = generate_history(spec, EventFactory(app_base="https://app.example"))
+    conv_rows, message_rows, truth = [], [], {}
+    for c in history:
+        cid = prefix + c.id
+        truth[cid] = c.latent_intent or ""
+        conv_rows.append(("ws_acme", cid, c.locale))
+        message_rows += [("ws_acme", cid, f"{cid}-{i}", i, m.role, m.text)
+                         for i, m in enumerate(c.messages)]  # fmt: skip
+    open_warehouse(db).close()
+    con = duckdb.connect(str(db))
+    con.executemany("INSERT INTO conversations (workspace_id, id, locale) VALUES (?, ?, ?)",
+                    conv_rows)  # fmt: skip
+    con.executemany("INSERT INTO messages (workspace_id, conversation_id, id, position, role, "
+                    "text) VALUES (?, ?, ?, ?, ?, ?)", message_rows)  # fmt: skip
+    con.close()
+    return truth
+
+
+def child_sandbox(folder: str, conversations: str, new: str) -> None:
+    """Topics through the warehouse path over a sandbox history: quality against its
+    latent intents per locale; then the nightly placement of ``new`` more conversations."""
+    import duckdb
+
+    from convo_analytics.topics import TopicConfig, place_topics
+
+    db = Path(folder) / "sandbox.duckdb"
+    truth = _sandbox_warehouse(db, int(conversations), 7, "")
+    con = duckdb.connect(str(db))
+    started = time.perf_counter()
+    with con.cursor() as cur:
+        cur.execute("BEGIN")
+        place_topics(cur, TopicConfig(min_conversations=2), "bench", None)
+        cur.execute("COMMIT")
+    discover_s = time.perf_counter() - started
+    rows = con.execute(
+        "SELECT t.conversation_id, t.topic_id, t.language FROM conversation_topics t "
+        "WHERE t.topic_id IS NOT NULL"
+    ).fetchall()
+    topics = con.execute("SELECT count(*) FROM topics WHERE NOT retired").fetchall()[0][0]
+    con.close()
+    quality: dict[str, Any] = {"all": scores([truth[r[0]] for r in rows], [r[1] for r in rows])}
+    quality["all"]["conversations"] = len(rows)
+    for lang in sorted({r[2] for r in rows}):
+        mine = [r for r in rows if r[2] == lang]
+        if len(mine) >= 30:
+            quality[lang or "none"] = {**scores([truth[r[0]] for r in mine],
+                                                [r[1] for r in mine]),
+                                       "conversations": len(mine)}  # fmt: skip
+    later = Path(folder) / "later.duckdb"
+    _sandbox_warehouse(later, int(new), 8, "n-")
+    con = duckdb.connect(str(db))
+    con.execute(f"ATTACH '{later}' AS later (READ_ONLY)")
+    con.execute("INSERT INTO conversations (workspace_id, id, locale) "
+                "SELECT workspace_id, id, locale FROM later.conversations")  # fmt: skip
+    con.execute("INSERT INTO messages (workspace_id, conversation_id, id, position, role, text) "
+                "SELECT workspace_id, conversation_id, id, position, role, text "
+                "FROM later.messages")  # fmt: skip
+    con.execute("CREATE TEMP TABLE _new AS SELECT workspace_id, id FROM later.conversations")
+    started = time.perf_counter()
+    con.execute("BEGIN")
+    step = place_topics(con, TopicConfig(min_conversations=2), "bench-2", "_new")
+    con.execute("COMMIT")
+    assign_s = time.perf_counter() - started
+    emit({"sandbox": True, "quality": quality, "topics": topics, "discover_s": discover_s,
+          "assign_s": assign_s, "placed": step.placed, "memory": memory_mib()})  # fmt: skip
+
+
 def _add_scores(report: Report, name: str, got: dict[str, float], aim: bool = False) -> None:
     for metric, value in got.items():
         if aim:
@@ -172,6 +251,25 @@ def bench_topics(ctx: BenchContext, report: Report) -> None:
     report.add("peak memory (child)", round(peak), "MiB", f"< {AIM_MIB:g}", peak < AIM_MIB)
     report.note("the messages at scale: DSTC11 utterances sampled and perturbed (greetings, "
                 "closings, a word dropped or repeated, lower case), not the sandbox's")  # fmt: skip
+    sandbox_count = ctx.size(2_000, 2_000, 300)
+    new_count = ctx.size(20_000, 20_000, 500)
+    report.sizes.update({"sandbox conversations": sandbox_count,
+                         "sandbox conversations placed nightly": new_count})  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        python_child(
+            THIS, ["sandbox", folder, str(sandbox_count), str(new_count)], cwd=ROOT
+        ) as child,
+    ):
+        got: dict[str, Any] = child.json_line("sandbox", timeout=1800)
+    for name, figures in got["quality"].items():
+        n = figures.pop("conversations")
+        _add_scores(report, f"sandbox latent intents, {name} ({n})", figures)
+    report.add("sandbox: topics discovered (warehouse path, per language group)", got["topics"])
+    report.add("sandbox: discovery through place_topics", round(got["discover_s"], 1), "s")
+    report.add(f"place_topics, {got['placed']:,} new conversations (nightly)",
+               round(got["assign_s"], 2), "s", f"< {AIM_ASSIGN_S:g}",
+               got["assign_s"] < AIM_ASSIGN_S)  # fmt: skip
 
 
 BENCHES = [("topics", bench_topics)]
@@ -181,5 +279,7 @@ if __name__ == "__main__":
     role, *rest = sys.argv[1:] or ["help"]
     if role == "scale":
         child_scale(*rest)
+    elif role == "sandbox":
+        child_sandbox(*rest)
     else:
         raise SystemExit("usage: bench_topics.py scale DISCOVER_COUNT ASSIGN_COUNT")

@@ -396,7 +396,7 @@ class TopicsSettings(Section):
         "(discovered offline from first user messages).",
     )
     min_conversations: Int = setting(
-        200,
+        500,
         "A workspace's topics are discovered once it has this many conversations with a "
         "user message (before that, their topic is 'unknown').",
         ge=2,

@@ -55,7 +55,7 @@ class TopicConfig:
 
     enabled: bool = True
     #: A workspace gets topics once it has this many first messages.
-    min_conversations: int = 200
+    min_conversations: int = 500
     #: The app-state store of curations (None: no curations).
     curations_path: Path | None = None
     #: Workspaces to cluster again (``convo topics rediscover``); "*" for every one.
