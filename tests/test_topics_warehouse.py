@@ -305,3 +305,55 @@ def test_topics_agree_with_the_latent_intents_the_sandbox_never_sends(
         assert len(pairs) >= 0.8 * len(placed) > 0
         nmi = normalized_mutual_info_score([p[0] for p in pairs], [p[1] for p in pairs])
         assert nmi >= SANDBOX_NMI_FLOOR, (ws, nmi)
+
+
+def _tiny_warehouse(db: Path, rows: list[tuple[str, str, str | None, str | None]]) -> None:
+    """conversations and messages of (workspace, id, locale, first user text)."""
+    open_warehouse(db).close()
+    con = duckdb.connect(str(db))
+    con.executemany(
+        "INSERT INTO conversations (workspace_id, id, locale) VALUES (?, ?, ?)",
+        [(w, i, loc) for w, i, loc, _ in rows],
+    )
+    con.executemany(
+        "INSERT INTO messages (workspace_id, conversation_id, id, position, role, text) "
+        "VALUES (?, ?, ?, 0, 'user', ?)",
+        [(w, i, f"{i}-m", text) for w, i, _, text in rows if text is not None],
+    )
+    con.close()
+
+
+def test_placing_reads_any_locale_caps_a_huge_message_and_waits_per_workspace(
+    tmp_path: Path,
+) -> None:
+    from convo_analytics.topics import place_topics
+    from convo_analytics.topics._place import MAX_TEXT
+
+    asks = ["how do I reset my password", "refund for a double charge", "export to csv"]
+    rows: list[tuple[str, str, str | None, str | None]] = [
+        ("ws_big", f"c{i}", ("pt_BR", "en-US", None, "??")[i % 4], f"{asks[i % 3]} #{i}")
+        for i in range(40)
+    ]
+    rows += [("ws_big", "huge", "en", "refund " * 300_000), ("ws_big", "blank", "en", "  ")]
+    rows += [("ws_small", f"s{i}", "en", asks[i % 3]) for i in range(5)]
+    db = tmp_path / "w.duckdb"
+    _tiny_warehouse(db, rows)
+    con = duckdb.connect(str(db))
+    con.execute("BEGIN")
+    step = place_topics(con, TopicConfig(min_conversations=20), "t1", None)
+    con.execute("COMMIT")
+    found = dict(
+        ((w, c), (t, lang, n))
+        for w, c, t, lang, n in con.execute(
+            "SELECT workspace_id, conversation_id, topic_id, language, length(text) "
+            "FROM conversation_topics"
+        ).fetchall()
+    )
+    con.close()
+    assert set(step.discovered) == {"ws_big"}  # ws_small has 5 < 20 first messages
+    assert all(found[("ws_small", f"s{i}")][0] is None for i in range(5))
+    assert found[("ws_big", "c0")][1] == "pt" and found[("ws_big", "c1")][1] == "en"
+    assert found[("ws_big", "c2")][1] == "" and found[("ws_big", "c3")][1] == ""
+    assert found[("ws_big", "huge")][2] == MAX_TEXT and found[("ws_big", "huge")][0] is not None
+    assert found[("ws_big", "blank")] == (None, "en", None)  # no user text: no topic
+    assert all(found[("ws_big", f"c{i}")][0] is not None for i in range(40))

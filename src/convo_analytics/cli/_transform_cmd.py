@@ -166,5 +166,7 @@ def transform(
             f"{sum(result.mart_rows.values())} mart rows in {result.duration_seconds:.1f} s; "
             + result.reconciliation.describe()
         )
+        for ws, found in sorted(result.topics.discovered.items()):
+            err.print(f"topics of {ws}: {found['topics']} discovered", markup=False)
     if fail_on_mismatch and result.mismatches:
         raise typer.Exit(1)

@@ -46,6 +46,9 @@ __all__ = ["MIN_LANGUAGE_GROUP", "TopicConfig", "TopicStep", "place_topics"]
 #: ("mixed"): too few texts make topics of noise.
 MIN_LANGUAGE_GROUP = 300
 MIXED = "mixed"
+#: A first message is placed by (and kept as) its first this many characters: the topic is
+#: in the opening, and a pasted log of a megabyte must not cost what a million texts do.
+MAX_TEXT = 2000
 _TEXTS = "_topic_texts"
 
 
@@ -152,8 +155,8 @@ def _read_texts(con: duckdb.DuckDBPyConnection, candidates: str | None) -> None:
             FROM messages
             WHERE role = 'user' AND trim(coalesce(text, '')) <> '' AND {m_scope}
             GROUP BY ALL)
-        SELECT c.workspace_id, c.id AS conversation_id, f.text,
-               lower(split_part(coalesce(c.locale, f.locale, ''), '-', 1)) AS language
+        SELECT c.workspace_id, c.id AS conversation_id, left(f.text, {MAX_TEXT}) AS text,
+               lower(regexp_extract(coalesce(c.locale, f.locale, ''), '^[A-Za-z]+')) AS language
         FROM conversations c
         LEFT JOIN firsts f ON f.workspace_id = c.workspace_id AND f.conversation_id = c.id
         WHERE c.workspace_id IS NOT NULL AND {scope}"""
