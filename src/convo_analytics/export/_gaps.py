@@ -186,7 +186,7 @@ def export_knowledge_gaps(
     report = _names(report, listed, workspaces or ())
     behind = (
         conversations_of(
-            failing_answers(con, first, last, tz, workspaces=ids, filters=filters, redact=redact)
+            failing_answers(con, first, last, tz, workspaces=ids, filters=filters, redact=False)
         )
         .group_by("workspace_id", "topic", maintain_order=True)
         .agg(pl.col("conversation_id").alias("conversation_ids"))

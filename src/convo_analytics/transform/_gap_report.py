@@ -214,13 +214,19 @@ def _responses(
 _KEY = ["workspace_id", "topic"]
 
 
-def _top(frame: pl.DataFrame, column: str, limit: int) -> pl.DataFrame:
-    """Per topic, the ``limit`` most frequent values of ``column`` (compared in lower case,
-    spaces collapsed, end punctuation dropped; ties by that form), each as its most
-    frequent spelling, and how many failing answers had it."""
-    texts = frame.filter(pl.col(column).str.strip_chars().str.len_chars() > 0).select(
-        *_KEY, pl.col(column).alias("text")
+def _top(frame: pl.DataFrame, column: str, limit: int, redact: bool) -> pl.DataFrame:
+    """Per topic, the ``limit`` most frequent values of ``column`` (redacted first, if
+    asked; compared in lower case, spaces collapsed, end punctuation dropped; ties by that
+    form), each as its most frequent spelling (ties: the first in text order), and how
+    many failing answers had it. Exact texts are counted first, so each distinct text is
+    redacted and compared once."""
+    texts = (
+        frame.filter(pl.col(column).str.strip_chars().str.len_chars() > 0)
+        .group_by(*_KEY, pl.col(column).alias("text"))
+        .agg(pl.len().alias("n"))
     )
+    if redact and texts.height:
+        texts = texts.with_columns(redact_expr("text"))
     key = (
         pl.col("text")
         .str.to_lowercase()
@@ -230,19 +236,22 @@ def _top(frame: pl.DataFrame, column: str, limit: int) -> pl.DataFrame:
     )
     spelled = (
         texts.with_columns(key)
-        .group_by(*_KEY, "key", "text")
-        .agg(pl.len().alias("n"))
-        .sort([*_KEY, "key", "n", "text"], descending=[False, False, False, True, False])
-        .group_by(*_KEY, "key", maintain_order=True)
-        .agg(pl.col("text").first(), pl.col("n").sum())
-    )
-    return (
-        spelled.sort([*_KEY, "n", "key"], descending=[False, False, True, False])
-        .group_by(*_KEY, maintain_order=True)
+        .group_by(*_KEY, "key")
         .agg(
-            pl.col("text").head(limit).alias(column + "s"),
-            pl.col("n").head(limit).cast(pl.Int64).alias(column + "_counts"),
+            pl.col("text").sort_by("n", "text", descending=[True, False]).first(),
+            pl.col("n").sum(),
         )
+    )
+    return spelled.group_by(_KEY).agg(
+        pl.col("text")
+        .sort_by("n", "key", descending=[True, False])
+        .head(limit)
+        .alias(column + "s"),
+        pl.col("n")
+        .sort_by("n", "key", descending=[True, False])
+        .head(limit)
+        .cast(pl.Int64)
+        .alias(column + "_counts"),
     )
 
 
@@ -279,7 +288,7 @@ def gap_report(
     ``unknown``; a merged topic's id or its target's) take one of the values given.
     """
     gaps = failing_answers(
-        con, first, last, tz, workspaces=workspaces, filters=filters, redact=redact
+        con, first, last, tz, workspaces=workspaces, filters=filters, redact=False
     )
     if gaps.is_empty():
         return _empty()
@@ -318,8 +327,8 @@ def gap_report(
     )
     report = (
         figures.join(totals, on=_KEY, how="left")
-        .join(_top(gaps, "question", examples), on=_KEY, how="left")
-        .join(_top(gaps, "answer", examples), on=_KEY, how="left")
+        .join(_top(gaps, "question", examples, redact), on=_KEY, how="left")
+        .join(_top(gaps, "answer", examples, redact), on=_KEY, how="left")
         .join(sources, on=_KEY, how="left")
         .with_columns(
             pl.col("responses", "responses_with_source").fill_null(0),
@@ -398,6 +407,9 @@ def gap_conversations(
     (``topic``: a topic of the report, ``unknown`` included), as :func:`conversations_of`
     lists them."""
     gaps = failing_answers(
-        con, first, last, tz, workspaces=[workspace_id], filters=filters, redact=redact
+        con, first, last, tz, workspaces=[workspace_id], filters=filters, redact=False
     )
-    return conversations_of(gaps.filter(pl.col("topic") == topic))
+    drill = conversations_of(gaps.filter(pl.col("topic") == topic))
+    if redact and drill.height:
+        drill = drill.with_columns(redact_expr("question"), redact_expr("answer"))
+    return drill
