@@ -33,6 +33,7 @@ from convo_analytics.transform._frames import read_frame
 from convo_analytics.warehouse import WHOLE_BODY, RecordPaths, transaction
 from convo_analytics.warehouse import _load as load
 from convo_analytics.warehouse._marts import REBUILT_MARTS
+from convo_analytics.warehouse._topic_tables import KNOWLEDGE_GAPS
 from convo_analytics.webhooks import append_signature, ingest, sign
 
 SECRET = b"whsec_incremental_tests_0123456789"
@@ -47,6 +48,8 @@ SOURCES = ("homepage", "help-center", None)
 TIERS = ("fast", "standard", None)
 FLAGS = ("pii.email", "pii.phone", "prompt_injection")
 DESTINATIONS = ("helpdesk", "crm", None)
+#: A reply the default fallback patterns recognise (a knowledge gap whatever its confidence).
+FALLBACK = "Sorry, I couldn't find that. Could you rephrase?"
 
 
 def iso(moment: datetime) -> str:
@@ -140,12 +143,16 @@ class World:
         )  # fmt: skip
         if rng.random() < 0.85:
             reply = at + timedelta(milliseconds=rng.randrange(300, 9000))
+            # some replies are fallbacks, some used a knowledge source (knowledge gaps);
+            # chosen by position, not drawn, so that every other draw stays as it was
             c.messages.append(
-                {"id": f"{c.id}_m{n + 1}", "role": "assistant", "text": "hello",
+                {"id": f"{c.id}_m{n + 1}", "role": "assistant",
+                 "text": FALLBACK if n % 3 == 2 else "hello",
                  "createdAt": iso(reply), "channel": c.channel,
                  "latencyMs": rng.choice((None, rng.randrange(100, 4000))),
                  "modelTier": rng.choice(TIERS),
-                 "confidence": rng.choice((None, round(rng.random(), 4))), "policyFlags": []}
+                 "confidence": rng.choice((None, round(rng.random(), 4))), "policyFlags": [],
+                 "knowledgeSource": "kb://faq" if n % 4 == 0 else None}
             )  # fmt: skip
         if rng.random() < 0.1:
             c.messages.append(
@@ -407,8 +414,11 @@ def ingest_events(db: Path, events: list[dict[str, Any]], name: str) -> None:
 
 
 def marts(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
-    """Every rebuilt mart's rows, in one order (all columns sorted)."""
-    return {t.name: read_frame(con, f"SELECT * FROM {t.name} ORDER BY ALL") for t in REBUILT_MARTS}
+    """Every rebuilt mart's rows (the knowledge gaps too), in one order (all columns sorted)."""
+    return {
+        t.name: read_frame(con, f"SELECT * FROM {t.name} ORDER BY ALL")
+        for t in (*REBUILT_MARTS, KNOWLEDGE_GAPS)
+    }
 
 
 def assert_same_marts(ours: dict[str, pl.DataFrame], theirs: dict[str, pl.DataFrame]) -> None:

@@ -91,6 +91,13 @@ def _topics_warehouse(folder: Path) -> None:
     con.close()
 
 
+def _empty_warehouse(folder: Path) -> None:
+    """A warehouse with its tables and nothing in them (w.duckdb)."""
+    from convo_analytics.warehouse import open_warehouse
+
+    open_warehouse(folder / "w.duckdb").close()
+
+
 def _torn_bindings(folder: Path) -> None:
     """The receiver's workspace bindings, torn by hand."""
     _two_workspaces(folder)
@@ -207,6 +214,18 @@ CASES = [
           "xml"), "jsonl, csv or parquet"),
     Case(("export", "guardrails", "--from", "2026-01-01", "--to", "2026-01-02", "--db", NO_DB),
          "does not exist"),
+    # issue 27: the knowledge-gap report's inputs, and the fallback patterns it is made with
+    Case(("export", "knowledge-gaps", "--from", "2026-13-01"), "YYYY-MM-DD"),
+    Case(("export", "knowledge-gaps", "--format", "xlsx"), "csv or json"),
+    Case(("export", "knowledge-gaps", "--db", NO_DB), "does not exist"),
+    Case(("export", "knowledge-gaps", "--db", "w.duckdb", "--workspace", "nope"),
+         "--workspace 'nope': no such workspace here", setup=_empty_warehouse),
+    Case(("export", "knowledge-gaps", "--db", "w.duckdb", "--out", "/sys/gaps.csv"),
+         "--out /sys/gaps.csv: cannot write there", setup=_empty_warehouse),
+    Case(("export", "knowledge-gaps", "--db", "w.duckdb", "--from", "2026-01-02", "--to",
+          "2026-01-01"), "is before --from", setup=_empty_warehouse),
+    Case(("transform",), "transform.fallback_patterns: '(unclosed' is not a regular expression",
+         {"CONVO_TRANSFORM_FALLBACK_PATTERNS": "(unclosed"}),
     Case(("serve",), "CONVO_SERVE_TOKEN"),
     Case(("serve", "--host", "0.0.0.0"), "--behind-tls-proxy", {"CONVO_SERVE_TOKEN": "t0k"}),
     Case(("serve", "--port", BUSY), "cannot listen", {"CONVO_SERVE_TOKEN": "t0k"}),

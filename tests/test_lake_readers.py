@@ -1,6 +1,7 @@
-"""Readers on the lake (``read.source = "lake"``): the exports (`convo export summary` and
-`convo export guardrails`, run as a user runs them), `convo serve` and every dashboard page
-read a local copy of the lake and show what the snapshot (or the warehouse) shows."""
+"""Readers on the lake (``read.source = "lake"``): the exports (`convo export summary`,
+`convo export guardrails` and `convo export knowledge-gaps`, run as a user runs them),
+`convo serve` and every dashboard page read a local copy of the lake and show what the
+snapshot (or the warehouse) shows."""
 
 from __future__ import annotations
 
@@ -290,6 +291,35 @@ def test_the_exports_read_the_lake_with_the_warehouse_gone(
     run_ids = [m.pop("transformRunId") for m in manifests]
     assert run_ids[0].startswith("lake-") and run_ids[1]
     assert _without_time(manifests[0]) == _without_time(manifests[1])
+
+
+def test_the_knowledge_gap_report_reads_the_lake(
+    published: Published, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`convo export knowledge-gaps` from the lake (its failing answers, topics, facts and
+    messages) equals the warehouse's; the dashboard's page shows the same figures."""
+    days = _data_range(published)
+    span = ("--from", days[0].isoformat(), "--to", days[1].isoformat(), "--format", "json")
+    (by_warehouse := tmp_path / "warehouse").mkdir()
+    theirs = convo(by_warehouse, "export", "knowledge-gaps", *span,
+                   CONVO_WAREHOUSE_PATH=str(published.db))  # fmt: skip
+    assert theirs.returncode == 0, theirs.stderr
+    (by_lake := tmp_path / "lake").mkdir()
+    env = published.lake_env(tmp_path / "copies")
+    ours = convo(by_lake, "export", "knowledge-gaps", *span, **env)
+    assert ours.returncode == 0, ours.stderr
+    mine, expected = (_without_time(orjson.loads(r.stdout)) for r in (ours, theirs))
+    assert mine == expected and expected["topics"]
+    page = "knowledge_gaps"
+    from_snapshot = _app(published.snapshots, monkeypatch, page)
+    published.read_lake(monkeypatch)
+    from_lake = _app(published.lake_dir, monkeypatch, page)
+    assert not from_lake.exception and not from_lake.error, from_lake.exception
+    assert (
+        [(m.label, m.value) for m in from_lake.metric]
+        == [(m.label, m.value) for m in from_snapshot.metric]
+        != []
+    )
 
 
 def test_an_unreadable_lake_is_one_line_for_the_exports(

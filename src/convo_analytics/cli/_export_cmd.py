@@ -1,4 +1,5 @@
-"""``convo export summary|guardrails``: the marts handed out, per workspace or rolled up.
+"""``convo export summary|guardrails|knowledge-gaps``: the marts handed out, per workspace
+or rolled up.
 
 A workspace is named as users know it (its ``[[workspaces]]`` name) or by the
 service's id of it; the warehouse's ``workspaces`` table and the config say
@@ -48,7 +49,8 @@ __all__ = ["export_app"]
 export_app = typer.Typer(
     rich_markup_mode=PLAIN_HELP,
     name="export",
-    help="Write the summary (service-compatible) or the guardrail incident log.",
+    help="Write the summary (service-compatible), the guardrail incident log or the "
+    "knowledge-gap report.",
     no_args_is_help=True,
 )
 
@@ -348,4 +350,125 @@ def export_guardrails_cmd(
         Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"{result.rows} incidents -> {result.data_file} (manifest: {result.manifest_file})"
             + ("" if redact else "  [NOT REDACTED]")
+        )
+
+
+@export_app.command("knowledge-gaps")
+def export_knowledge_gaps_cmd(
+    ctx: typer.Context,
+    from_: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            metavar="DAY",
+            help="First day, inclusive (YYYY-MM-DD). [default: 29 days before --to]",
+        ),
+    ] = None,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            metavar="DAY",
+            help="Last day, inclusive (YYYY-MM-DD). [default: the newest conversation's]",
+        ),
+    ] = None,
+    fmt: Annotated[
+        str,
+        typer.Option("--format", metavar="FORMAT", help="csv or json.", case_sensitive=False),
+    ] = "csv",
+    tz: TzOption = None,
+    db: DbOption = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="FILE",
+            help="Write to FILE (with FILE.manifest.json beside it) instead of stdout.",
+        ),
+    ] = None,
+    redact: Annotated[
+        bool,
+        typer.Option(
+            "--redact/--no-redact",
+            help="Replace emails, card and phone numbers in questions and answers (on by "
+            "default; --no-redact exports them as received).",
+        ),
+    ] = True,
+    workspaces: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            metavar="NAME",
+            help="Only this workspace's topics: a [[workspaces]] name or an id (repeatable). "
+            "[default: every workspace]",
+        ),
+    ] = None,
+) -> None:
+    """Write where the assistant fails, per topic, ranked by impact: the questions users
+    asked, what it answered, the knowledge sources its answers used and the verdict
+    (missing content, or content that does not answer).
+
+    CSV: one row per topic of a workspace (its questions, answers and sources joined
+    with new lines in one cell each); JSON: the whole report with the conversations
+    behind each topic.
+    """
+    from convo_analytics.export import (
+        GAP_FORMATS,
+        default_gap_range,
+        empty_range_warning,
+        export_knowledge_gaps,
+        export_options,
+        find_workspace,
+        parse_day,
+        warehouse_workspaces,
+        writable,
+    )
+
+    fmt = fmt.lower()
+    if fmt not in GAP_FORMATS:
+        raise UserError(f"--format {fmt!r}: choose csv or json")
+    first = parse_day("--from", from_) if from_ is not None else None
+    last = parse_day("--to", to) if to is not None else None
+    settings = settings_from_context(ctx, {"warehouse.path": db})
+    options = export_options(settings, tz=tz, to_folder=False)
+    zone, configured = options.zone, options.configured
+    if out is not None:
+        writable(out)
+    con = open_source(settings, db)
+    try:
+        source = source_workspaces(con, settings, configured)
+        source.refuse_unnamed(workspaces, names_rows=True)
+        configured = source.configured
+        known = warehouse_workspaces(con, configured)
+        chosen = None
+        if workspaces:
+            chosen = list(dict.fromkeys(find_workspace(known, w, configured) for w in workspaces))
+        ids = None if chosen is None else [w.workspace_id for w in chosen]
+        first, last = default_gap_range(con, zone, first, last, ids)
+        result = export_knowledge_gaps(
+            con,
+            first,
+            last,
+            tz=zone,
+            fmt=fmt,  # type: ignore[arg-type]
+            redact=redact,
+            workspaces=chosen,
+            out=out,
+            known=known,
+        )
+        if not result.topics:
+            warn(
+                empty_range_warning(con, first, last, zone, ids)
+                or f"no failing answer from {first} to {last} ({zone}): the report is empty"
+            )
+    finally:
+        con.close()
+    if out is None:
+        sys.stdout.buffer.write(result.data)
+        sys.stdout.flush()
+    else:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"knowledge gaps {first}..{last}: {result.topics} topics -> {out} "
+            f"(manifest: {result.manifest_file})" + ("" if redact else "  [NOT REDACTED]")
         )

@@ -385,6 +385,18 @@ class TransformSettings(Section):
         "before a day's metric is listed as a mismatch.",
         ge=0.0,
     )
+    fallback_patterns: List = setting(
+        (
+            r"\bI (do not|don.?t) have (any |enough )?(information|info|details)\b",
+            r"\bI (could not|couldn.?t|cannot|can.?t|was unable to|am unable to) find\b",
+            r"\b(could|can) you (please )?(rephrase|reword)\b",
+            r"\bI( a|.?)m not (completely |entirely |quite |totally )?sure\b",
+            r"\bI (do not|don.?t) know\b",
+        ),
+        "Knowledge gaps: assistant answers matching one of these (case-insensitive "
+        "regular expressions, RE2 syntax) are fallbacks; changing them recomputes every "
+        "knowledge gap at the next transform.",
+    )
 
 
 class TopicsSettings(Section):

@@ -30,6 +30,7 @@ import polars as pl
 import streamlit as st
 
 from convo_analytics.dashboard import _conversations as conversations
+from convo_analytics.dashboard import _gaps as gaps
 from convo_analytics.dashboard import _notebooks as notebooks
 from convo_analytics.dashboard import _queries as queries
 from convo_analytics.dashboard import _workspaces as workspaces
@@ -70,7 +71,7 @@ ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/L
 #: Functions a page may ask for by name through :func:`query`.
 _QUERIES: dict[str, Callable[..., Any]] = {
     name: fn
-    for module in (queries, conversations, workspaces)
+    for module in (queries, conversations, workspaces, gaps)
     for name, fn in vars(module).items()
     if callable(fn)
     and not name.startswith("_")

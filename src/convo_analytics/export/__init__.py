@@ -1,8 +1,15 @@
-"""Exports: the /v1/analytics/summary-compatible summary and the guardrail incident log,
-of one workspace, several, or all of them rolled up; :func:`export_options` reads what they
-are written with from the settings."""
+"""Exports: the /v1/analytics/summary-compatible summary, the guardrail incident log and
+the knowledge-gap report, of one workspace, several, or all of them rolled up;
+:func:`export_options` reads what they are written with from the settings."""
 
 from convo_analytics.export._configure import ExportOptions, export_options, recent_days
+from convo_analytics.export._gaps import (
+    GAP_FORMATS,
+    GapExport,
+    default_gap_range,
+    export_knowledge_gaps,
+    writable,
+)
 from convo_analytics.export._guardrails import FORMATS, GuardrailExport, export_guardrails
 from convo_analytics.export._summary import (
     MAX_SUMMARY_DAYS,
@@ -26,15 +33,19 @@ from convo_analytics.export._workspaces import (
 __all__ = [
     "ALL_WORKSPACES",
     "FORMATS",
+    "GAP_FORMATS",
     "MAX_SUMMARY_DAYS",
     "ExportOptions",
+    "GapExport",
     "GuardrailExport",
     "SummaryScope",
     "WarehouseWorkspace",
     "check_range",
     "choose_summary",
+    "default_gap_range",
     "empty_range_warning",
     "export_guardrails",
+    "export_knowledge_gaps",
     "export_options",
     "export_summary",
     "file_label",
@@ -44,4 +55,5 @@ __all__ = [
     "summary_scope",
     "warehouse_workspaces",
     "workspace_summary",
+    "writable",
 ]

@@ -100,6 +100,8 @@ LAKE_TABLES: tuple[LakeTable, ...] = (
     # conversation's topic (the discovery's own centroids stay in the warehouse)
     LakeTable("mart_topics", None),
     LakeTable("conversation_topics", None),
+    # knowledge gaps (issue 27): the failing answers the report groups by topic
+    LakeTable("knowledge_gaps", "answered_at"),
     LakeTable("transform_runs", None, "latest_transform"),
 )
 _BY_NAME = {t.name: t for t in LAKE_TABLES}

@@ -4,7 +4,9 @@
 configuration :func:`transform_config` builds from the settings: the
 partitions what changed touches, or all of them); everything that shows a
 number (exports, `convo serve`, the dashboard) reads them through
-:func:`load_cube` and :func:`metrics_table`, so every view agrees.
+:func:`load_cube` and :func:`metrics_table`, so every view agrees. The
+knowledge gaps (failing answers, by topic) are read through :func:`gap_report`
+and :func:`gap_conversations` by the dashboard and the export alike.
 """
 
 from convo_analytics.transform._configure import (
@@ -16,6 +18,18 @@ from convo_analytics.transform._configure import (
 from convo_analytics.transform._cube import TIER, Cube, build_cube, local_date
 from convo_analytics.transform._facts import Facts, read_facts
 from convo_analytics.transform._funnel import STEPS, in_range, lead_funnel, score_bands
+from convo_analytics.transform._gap_report import (
+    CONTENT_DOES_NOT_ANSWER,
+    MISSING_CONTENT,
+    REPORT_COLUMNS,
+    UNKNOWN_TOPIC,
+    conversations_of,
+    failing_answers,
+    gap_conversations,
+    gap_report,
+    require_gaps,
+)
+from convo_analytics.transform._gaps import FALLBACK_PATTERNS, REASONS
 from convo_analytics.transform._incidents import (
     INCIDENT_COLUMNS,
     INCIDENT_QUERY,
@@ -43,14 +57,20 @@ from convo_analytics.transform._slices import DIMENSIONS
 from convo_analytics.transform._versions import DEFINITION_VERSION, DEFINITIONS
 
 __all__ = [
+    "CONTENT_DOES_NOT_ANSWER",
     "DEFINITIONS",
     "DEFINITION_VERSION",
     "DIMENSIONS",
+    "FALLBACK_PATTERNS",
     "INCIDENT_COLUMNS",
     "INCIDENT_QUERY",
+    "MISSING_CONTENT",
+    "REASONS",
+    "REPORT_COLUMNS",
     "SETTING_ZONES",
     "STEPS",
     "TIER",
+    "UNKNOWN_TOPIC",
     "Cube",
     "Facts",
     "Mismatch",
@@ -62,8 +82,12 @@ __all__ = [
     "breakdown",
     "build_cube",
     "checked_zone",
+    "conversations_of",
     "default_zone",
+    "failing_answers",
     "flag_rates",
+    "gap_conversations",
+    "gap_report",
     "in_range",
     "incidents",
     "latest_transform",
@@ -77,6 +101,7 @@ __all__ = [
     "redact",
     "redact_expr",
     "repeated",
+    "require_gaps",
     "require_marts",
     "run_transform",
     "score_bands",

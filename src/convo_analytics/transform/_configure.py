@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from convo_analytics.errors import UserError
 from convo_analytics.topics import TopicConfig
+from convo_analytics.transform._gaps import check_patterns
 from convo_analytics.transform._run import TransformConfig
 
 if TYPE_CHECKING:
@@ -53,8 +54,10 @@ def transform_config(
     """The transform's configuration from the ``transform.*`` settings.
 
     The zones are checked and deduplicated (errors name them as ``named``: the CLI's
-    ``--tz``, or :data:`SETTING_ZONES`); none at all is a user error. ``reconcile``
-    compares with the service's summary; ``full`` rebuilds every partition.
+    ``--tz``, or :data:`SETTING_ZONES`); none at all is a user error. The fallback
+    patterns are checked as the transform will use them (a user error naming
+    ``transform.fallback_patterns`` otherwise). ``reconcile`` compares with the service's
+    summary; ``full`` rebuilds every partition.
     """
     zones = tuple(
         dict.fromkeys(checked_zone(named, z) for z in settings.get_list("transform.timezones"))
@@ -70,6 +73,7 @@ def transform_config(
         tolerance=settings.get_float("transform.tolerance"),
         full=full,
         topics=topic_config(settings, rediscover),
+        fallback_patterns=check_patterns(settings.get_list("transform.fallback_patterns")),
     )
 
 

@@ -1,4 +1,5 @@
-"""The set of mart tables a rebuild writes: the marts themselves, or their staging copies.
+"""The set of mart tables a rebuild writes: the marts themselves, or their staging copies
+(the knowledge gaps among them: they are rewritten with the facts they are made of).
 
 An incremental run changes the marts in place, in one transaction. A full rebuild
 writes every row again; DuckDB keeps what a transaction appends in memory until it
@@ -24,8 +25,8 @@ from convo_analytics.warehouse._marts import (
     MART_ESCALATIONS,
     MART_GUARDRAIL_INCIDENTS,
     MART_SLICES,
-    REBUILT_MARTS,
 )
+from convo_analytics.warehouse._topic_tables import KNOWLEDGE_GAPS
 
 STAGING_PREFIX = "_staging_"
 
@@ -41,6 +42,8 @@ class MartSet:
     slices: Table
     daily: dict[str, Table]
     percentiles: Table
+    #: ``knowledge_gaps`` (``transform._gaps``), made from the facts above.
+    gaps: Table
 
     def all(self) -> tuple[Table, ...]:
         return (
@@ -51,6 +54,7 @@ class MartSet:
             self.slices,
             *self.daily.values(),
             self.percentiles,
+            self.gaps,
         )
 
 
@@ -62,6 +66,7 @@ LIVE = MartSet(
     slices=MART_SLICES,
     daily=dict(DAILY_MARTS),
     percentiles=MART_DAILY_PERCENTILES,
+    gaps=KNOWLEDGE_GAPS,
 )
 
 
@@ -77,6 +82,7 @@ STAGING = MartSet(
     slices=_staged(MART_SLICES),
     daily={name: _staged(table) for name, table in DAILY_MARTS.items()},
     percentiles=_staged(MART_DAILY_PERCENTILES),
+    gaps=_staged(KNOWLEDGE_GAPS),
 )
 
 
@@ -94,6 +100,6 @@ def create_staging(con: duckdb.DuckDBPyConnection) -> None:
 
 def swap_in_staging(con: duckdb.DuckDBPyConnection) -> None:
     """Replace every mart by its staged copy (inside the caller's transaction)."""
-    for live, staged in zip(REBUILT_MARTS, STAGING.all(), strict=True):
+    for live, staged in zip(LIVE.all(), STAGING.all(), strict=True):
         con.execute(f"DROP TABLE IF EXISTS {live.name}")
         con.execute(f"ALTER TABLE {staged.name} RENAME TO {live.name}")

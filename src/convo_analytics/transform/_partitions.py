@@ -13,7 +13,8 @@ decides (D-FACT-SOURCES).
 
 Whether a run may be incremental at all is decided by :func:`full_reason`:
 marts built under another definition version, other zones or another
-low-confidence threshold are rebuilt whole.
+low-confidence threshold are rebuilt whole. Other fallback patterns only make
+an incremental run recompute every knowledge gap (:func:`gaps_reason`).
 """
 
 from __future__ import annotations
@@ -56,16 +57,34 @@ class MartState:
     definition_version: int
     timezones: tuple[str, ...]
     low_confidence_threshold: float
+    #: The patterns ``knowledge_gaps`` was found with (None: not recorded).
+    fallback_patterns: tuple[str, ...] | None = None
 
 
 def read_state(con: duckdb.DuckDBPyConnection) -> MartState | None:
     rows = con.execute(
-        f"SELECT definition_version, timezones, low_confidence_threshold FROM {MART_STATE.name}"
+        "SELECT definition_version, timezones, low_confidence_threshold, fallback_patterns "
+        f"FROM {MART_STATE.name}"
     ).fetchall()
     if len(rows) != 1 or rows[0][0] is None:
         return None
-    version, zones, threshold = rows[0]
-    return MartState(int(version), tuple(zones or ()), float(threshold))
+    version, zones, threshold, patterns = rows[0]
+    return MartState(
+        int(version),
+        tuple(zones or ()),
+        float(threshold),
+        tuple(patterns) if patterns is not None else None,
+    )
+
+
+def gaps_reason(state: MartState | None, patterns: Sequence[str]) -> str | None:
+    """Why an incremental run must recompute every ``knowledge_gaps`` row (the fallback
+    patterns are not the ones they were found with), or None."""
+    if state is None or state.fallback_patterns == tuple(patterns):
+        return None
+    if state.fallback_patterns is None:
+        return "fallback patterns not recorded"
+    return "fallback patterns changed"
 
 
 def full_reason(
@@ -92,16 +111,23 @@ def write_state(
     transform_run_id: str,
     *,
     full: bool,
+    patterns: Sequence[str] = (),
 ) -> None:
-    """Record what the marts now follow (``built_at`` moves only with a full rebuild)."""
+    """Record what the marts now follow (``built_at`` moves only with a full rebuild) and
+    the fallback patterns ``knowledge_gaps`` now follows."""
     if full:
         con.execute(f"DELETE FROM {MART_STATE.name}")
         con.execute(
-            f"INSERT INTO {MART_STATE.name} VALUES (?, ?, ?, ?, now())",
-            [DEFINITION_VERSION, list(timezones), threshold, transform_run_id],
+            f"INSERT INTO {MART_STATE.name} (definition_version, timezones, "
+            "low_confidence_threshold, transform_run_id, built_at, fallback_patterns) "
+            "VALUES (?, ?, ?, ?, now(), ?::VARCHAR[])",
+            [DEFINITION_VERSION, list(timezones), threshold, transform_run_id, list(patterns)],
         )
     else:
-        con.execute(f"UPDATE {MART_STATE.name} SET transform_run_id = ?", [transform_run_id])
+        con.execute(
+            f"UPDATE {MART_STATE.name} SET transform_run_id = ?, fallback_patterns = ?::VARCHAR[]",
+            [transform_run_id, list(patterns)],
+        )
 
 
 # -- what changed ----------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 A run is incremental when the marts were built under the same definition
 version, zones and threshold: it finds the conversations that changed since
 the last transform (decision D-TRANSFORM-CHANGES) and rewrites the partitions
-they touch. Otherwise, or with ``--full``, it rebuilds every partition, in
+they touch, and their knowledge gaps (all of them when the fallback patterns
+changed). Otherwise, or with ``--full``, it rebuilds every partition, in
 bounded memory. Either way the marts are the same, row for row, and a
 failure or a kill leaves the previous ones whole.
 """
@@ -24,7 +25,8 @@ import orjson
 
 from convo_analytics.topics import TopicConfig, TopicStep, place_topics
 from convo_analytics.transform._frames import scalar
-from convo_analytics.transform._mart_set import drop_staging, swap_in_staging
+from convo_analytics.transform._gaps import FALLBACK_PATTERNS, GapStep, write_gaps
+from convo_analytics.transform._mart_set import LIVE, STAGING, drop_staging, swap_in_staging
 from convo_analytics.transform._partitions import (
     CHANGED,
     add_topic_changes,
@@ -33,6 +35,7 @@ from convo_analytics.transform._partitions import (
     find_changed_conversations,
     find_new_runs,
     full_reason,
+    gaps_reason,
     read_state,
     record_watermarks,
     write_state,
@@ -47,7 +50,7 @@ from convo_analytics.transform._reconcile import (
 )
 from convo_analytics.transform._versions import DEFINITION_VERSION
 from convo_analytics.warehouse import transaction
-from convo_analytics.warehouse._marts import REBUILT_MARTS, TRANSFORM_RUNS
+from convo_analytics.warehouse._marts import TRANSFORM_RUNS
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,8 @@ class TransformConfig:
     full: bool = False
     #: How conversations are placed in topics (and which workspaces to rediscover).
     topics: TopicConfig = field(default_factory=TopicConfig)
+    #: Answers that are fallbacks (case-insensitive RE2 expressions; knowledge gaps).
+    fallback_patterns: tuple[str, ...] = FALLBACK_PATTERNS
 
 
 @dataclass(slots=True)
@@ -95,6 +100,8 @@ class TransformResult:
     error: str | None = None
     #: Conversations placed in topics, and the workspaces whose topics were (re)discovered.
     topics: TopicStep = field(default_factory=TopicStep)
+    #: The knowledge gaps rewritten.
+    gaps: GapStep = field(default_factory=GapStep)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -115,6 +122,7 @@ class TransformResult:
             "duration_seconds": round(self.duration_seconds, 3),
             "error": self.error,
             "topics": self.topics.as_json(),
+            "knowledge_gaps": self.gaps.as_json(),
         }
 
     @property
@@ -169,6 +177,9 @@ def run_transform(con: duckdb.DuckDBPyConnection, config: TransformConfig) -> Tr
                     step = place_topics(con, topic_config, result.transform_run_id, None)
                 result.topics = TopicStep(step.placed, {**done, **step.discovered})
                 stats = stage_all(con, tuple(config.timezones), config.low_confidence_threshold)
+                with transaction(con):  # staged with the marts they are made of
+                    written = _gaps(con, config, None, staged=True)
+                result.gaps = GapStep(written, "all")
                 with transaction(con):
                     swap_in_staging(con)
                     finish(stats)
@@ -199,9 +210,11 @@ def _incremental(
     anything, say why every partition must be rebuilt instead."""
     zones, threshold = tuple(config.timezones), config.low_confidence_threshold
     run_id = result.transform_run_id
-    reason = full_reason(read_state(con), zones, threshold, asked=config.full)
+    state = read_state(con)
+    reason = full_reason(state, zones, threshold, asked=config.full)
     if reason is not None:
         return reason
+    recompute = gaps_reason(state, config.fallback_patterns)
     with transaction(con):
         find_new_runs(con, all_runs=False)
         find_changed_conversations(con)
@@ -210,8 +223,26 @@ def _incremental(
         total = int(scalar(con, "SELECT count(*) FROM conversations"))
         if changed > 1000 and changed > MOSTLY_CHANGED * total:
             return f"most conversations changed ({changed} of {total})"
-        finish(rebuild_changed(con, zones, threshold))
+        stats = rebuild_changed(con, zones, threshold)
+        written = _gaps(con, config, None if recompute else CHANGED)
+        result.gaps = GapStep(written, "all" if recompute else "changed", recompute)
+        finish(stats)
     return None
+
+
+def _gaps(
+    con: duckdb.DuckDBPyConnection,
+    config: TransformConfig,
+    candidates: str | None,
+    *,
+    staged: bool = False,
+) -> int:
+    """Rewrite the knowledge gaps of the candidates (None: all), from the marts just
+    rewritten (or staged)."""
+    marts = STAGING if staged else LIVE
+    return write_gaps(
+        con, marts, config.low_confidence_threshold, config.fallback_patterns, candidates
+    )
 
 
 def _finish(
@@ -229,13 +260,13 @@ def _finish(
         config.low_confidence_threshold,
         result.transform_run_id,
         full=full,
+        patterns=config.fallback_patterns,
     )
     result.changed_conversations = stats.conversations
     result.messages = stats.messages
     result.partitions = describe(stats.partitions)
     result.mart_rows = {
-        table.name: int(scalar(con, f"SELECT count(*) FROM {table.name}"))
-        for table in REBUILT_MARTS
+        table.name: int(scalar(con, f"SELECT count(*) FROM {table.name}")) for table in LIVE.all()
     }
     result.conversations = result.mart_rows["mart_conversations"]
     result.incidents = result.mart_rows["mart_guardrail_incidents"]

@@ -53,6 +53,7 @@ DEFINITIONS: dict[str, int] = {
     "newest lead of a conversation (ties broken by lead id)": 2,
     "slice keys (hash of the dimension values)": 6,
     "topic dimension (D-TOPICS-WAREHOUSE)": 6,
+    "knowledge gaps: failing answers, severity (D-KNOWLEDGE-GAPS)": 7,
     "partitions (workspace, zone, day) and their percentile rows": 2,
     "conversation footprints (spans and message digests)": 2,
     "a conversation is its workspace and its id in every join (D-WORKSPACE-ID)": 3,

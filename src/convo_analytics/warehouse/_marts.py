@@ -287,10 +287,17 @@ MART_STATE = Table(
         Column("low_confidence_threshold", "DOUBLE"),
         Column("transform_run_id", "VARCHAR", doc="the transform that last wrote the marts"),
         Column("built_at", _TS, doc="when every partition was last rebuilt (a full transform)"),
+        Column(
+            "fallback_patterns",
+            "VARCHAR[]",
+            doc="the fallback answer patterns knowledge_gaps was found with (NULL: not "
+            "recorded); a transform with others recomputes every knowledge_gaps row",
+        ),
     ),
     (),
     "One row: what the marts were built with. A transform whose definition version, zones "
-    "or threshold differ rebuilds every partition.",
+    "or threshold differ rebuilds every partition; other fallback patterns recompute the "
+    "knowledge gaps.",
     indexed=False,
 )
 MART_WATERMARKS = Table(
