@@ -357,3 +357,48 @@ def test_placing_reads_any_locale_caps_a_huge_message_and_waits_per_workspace(
     assert found[("ws_big", "huge")][2] == MAX_TEXT and found[("ws_big", "huge")][0] is not None
     assert found[("ws_big", "blank")] == (None, "en", None)  # no user text: no topic
     assert all(found[("ws_big", f"c{i}")][0] is not None for i in range(40))
+
+
+def test_the_gap_report_lists_the_intents_left_without_sources_first(
+    world: tuple[RunningSandbox, Path], db: Path
+) -> None:
+    from convo_analytics.transform._gap_report import gap_report
+
+    running = world[0]
+    truth = httpx.get(
+        f"{running.url}/_sandbox/workspaces/ws_acme/latent-intents",
+        headers={"Authorization": f"Bearer {running.sandbox.admin_token}"},
+        timeout=30,
+    ).json()
+    sourceless = {i["name"] for i in truth["intents"] if not i["has_source"]}
+    assert sourceless
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        first, last = con.execute(
+            "SELECT min(created_at)::DATE - 1, max(created_at)::DATE + 1 FROM conversations"
+        ).fetchall()[0]
+        report = gap_report(con, first, last, "UTC", workspaces=["ws_acme"])
+        members = dict(
+            (t, [truth["conversations"].get(c) for c in cs])
+            for t, cs in con.execute(
+                "SELECT topic_id, list(conversation_id) FROM conversation_topics "
+                "WHERE workspace_id = 'ws_acme' AND topic_id IS NOT NULL GROUP BY ALL"
+            ).fetchall()
+        )
+    finally:
+        con.close()
+
+    def share(topic_id: int) -> float:
+        latent = members.get(topic_id, [])
+        return sum(x in sourceless for x in latent) / max(1, len(latent))
+
+    everyone = [x for latent in members.values() for x in latent]
+    base = sum(x in sourceless for x in everyone) / len(everyone)
+    ranked = [int(t) for t in report["topic_id"].to_list() if t is not None and t != 0]
+    gapless = [share(t) > 0.5 for t in ranked]  # topics of the intents without sources
+    assert sum(gapless[:3]) >= 2, [round(share(t), 2) for t in ranked[:10]]
+    # they are about a tenth of the conversations, and half of the top six
+    assert sum(gapless[:6]) >= 3 and base < 0.2
+    verdicts = dict(zip(report["topic_id"].to_list(), report["verdict"].to_list(), strict=True))
+    missing = [t for t in ranked[:10] if verdicts[t] == "missing content"]
+    assert missing and all(share(t) > 0.5 for t in missing)
