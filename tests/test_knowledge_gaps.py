@@ -65,7 +65,7 @@ def _rows(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 @pytest.fixture(scope="module")
 def sandbox_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A sandbox's history extracted, ingested and transformed (topics discovered)."""
-    with populated_sandbox(tmp_path_factory.mktemp("gaps"), 300, ("UTC",)) as (_running, db):
+    with populated_sandbox(tmp_path_factory.mktemp("gaps"), 300, ("UTC",), 100) as (_running, db):
         yield db
 
 

@@ -12,6 +12,7 @@ from conftest import ACME_KEY, RunningSandbox, make_settings
 from convo_analytics._serving import ServerThread
 from convo_analytics.sandbox import Sandbox, create_app
 from convo_analytics.sandbox._history_archive import write_history_archive
+from convo_analytics.topics import TopicConfig
 from convo_analytics.transform import TransformConfig, run_transform
 from convo_analytics.warehouse import open_warehouse
 from convo_analytics.webhooks import ingest
@@ -20,8 +21,16 @@ from extract_support import extract
 ARCHIVE_SECRET = "whsec_transform_tests_0123456789"
 
 
-def populate(sandbox: Sandbox, url: str, key: str, db: Path, timezones: tuple[str, ...]) -> None:
-    """Extract the workspace, ingest its webhook history, and run the transform."""
+def populate(
+    sandbox: Sandbox,
+    url: str,
+    key: str,
+    db: Path,
+    timezones: tuple[str, ...],
+    topics_from: int | None = None,
+) -> None:
+    """Extract the workspace, ingest its webhook history, and run the transform (topics
+    discovered from ``topics_from`` first messages on: the setting's default when None)."""
     result = extract(url, key, db)
     assert result.ok, result.to_json()
     workspace = sandbox.workspace_for(key)
@@ -32,21 +41,24 @@ def populate(sandbox: Sandbox, url: str, key: str, db: Path, timezones: tuple[st
     assert ingested.loaded > 0
     con = open_warehouse(db)
     try:
-        run_transform(con, TransformConfig(timezones=timezones))
+        topics = (
+            TopicConfig() if topics_from is None else TopicConfig(min_conversations=topics_from)
+        )
+        run_transform(con, TransformConfig(timezones=timezones, topics=topics))
     finally:
         con.close()
 
 
 @contextmanager
 def populated_sandbox(
-    folder: Path, conversations: int, timezones: tuple[str, ...]
+    folder: Path, conversations: int, timezones: tuple[str, ...], topics_from: int | None = None
 ) -> Iterator[tuple[RunningSandbox, Path]]:
     """A served sandbox and a warehouse made from it (extract, ingest, transform)."""
     sandbox = Sandbox(make_settings(conversations=conversations, days=10))
     with ServerThread(create_app(sandbox)) as server:
         running = RunningSandbox(sandbox, server)
         db = folder / "w.duckdb"
-        populate(sandbox, running.url, ACME_KEY, db, timezones)
+        populate(sandbox, running.url, ACME_KEY, db, timezones, topics_from)
         yield running, db
 
 
