@@ -500,3 +500,75 @@ def test_a_run_whose_figures_differ_from_the_services_is_a_warning_shown_on_the_
     assert figures[2] == "-5"
     runs = next(d.value for d in at.dataframe if "warning" in d.value.columns)
     assert "warning" in set(runs["status"])
+
+
+def test_an_undelivered_alert_never_fails_the_run_and_the_next_run_delivers_it(
+    service: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The alert of a failed run meets a receiver answering 500: the run's result is its
+    steps' (failed, then ok for the next run, whose data steps all succeed), `--json` and
+    the Pipeline page show the delivery pending, and once the receiver answers, the next
+    run delivers it: signed, with the key it had, seen once."""
+    from streamlit.testing.v1 import AppTest
+
+    from notify_support import SIGNING, Receiver
+
+    url, archive = service
+    receiver = Receiver(answers=[500] * 4)  # two attempts in each of the first two runs
+    with ServerThread(receiver) as hook:
+        (tmp_path / "secrets").mkdir(parents=True)
+        (tmp_path / "secrets" / "hook-url").write_text(f"{hook.url}/hooks/convo\n")
+        (tmp_path / "secrets" / "signing").write_text(SIGNING + "\n")
+        config = _setup(tmp_path, url, archive)
+        with config.open("a") as toml:
+            toml.write('[notify]\nwebhook_url_file = "secrets/hook-url"\n'
+                       'signing_secret_file = "secrets/signing"\nmax_attempts = 2\n'
+                       "backoff_seconds = 0.01\n")  # fmt: skip
+        failed = _run(config, key="sk_test_not_a_real_key_0000")
+        assert failed.returncode == 1, failed.stderr[-2000:]
+        first = orjson.loads(failed.stdout)
+        assert first["status"] == "failed" and first["deliveries"]["pending"] == 1
+        (pending,) = first["deliveries"]["undelivered"]
+        assert pending["channel"] == "webhook" and pending["kind"] == "run.failed"
+        assert pending["error"] == "the receiver answered 500" and pending["attempts"] == 2
+        ok = _run(config)
+        assert ok.returncode == 0, ok.stderr[-2000:]
+        second = orjson.loads(ok.stdout)
+        assert second["status"] == "ok" and all(s["status"] == "ok" for s in second["steps"])
+        assert second["deliveries"]["pending"] == 1 and second["deliveries"]["delivered"] == 0
+
+        monkeypatch.setenv("CONVO_PUBLISHED_DIR", str(tmp_path / "published"))
+        monkeypatch.setenv("CONVO_CONFIG", str(config))  # as `convo dashboard` passes them
+        monkeypatch.setenv(
+            "CONVO_NOTIFY_DELIVERY_LOG", str(tmp_path / "data/app-state/deliveries.jsonl")
+        )
+        app = str(Path(__file__).resolve().parent.parent / "dashboards" / "streamlit_app.py")
+        at = AppTest.from_file(app, default_timeout=60)
+        at.run()
+        at.switch_page("app_pages/pipeline.py").run()
+        assert not at.exception, at.exception
+        assert any("1 alert deliveries were not delivered: 1 pending" in w.value
+                   for w in at.warning)  # fmt: skip
+        shown = next(d.value for d in at.dataframe if "attempts" in d.value.columns)
+        assert shown[["channel", "status", "attempts"]].values.tolist() == [
+            ["webhook", "pending", 4]
+        ]
+        assert list(shown["error"]) == ["the receiver answered 500"]
+
+        line = subprocess.run(_argv(config), env=_env(), capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT, cwd=tmp_path)  # fmt: skip
+    assert line.returncode == 0, line.stderr[-2000:]
+    assert "alert deliveries pending" not in line.stdout
+    statuses = [r["status"] for r in receiver.requests]
+    assert statuses == [500, 500, 500, 500, 200]
+    assert all(r["verified"] for r in receiver.requests)
+    assert len({r["body"] for r in receiver.requests}) == 1  # the very same bytes each time
+    assert [r["headers"]["x-convo-attempt"] for r in receiver.requests] == ["1", "2", "3", "4",
+                                                                           "5"]  # fmt: skip
+    assert receiver.keys == {pending["key"]: 1}
+    body = orjson.loads(receiver.requests[-1]["body"])
+    assert body["event"] == "run.failed" and body["data"]["runId"] == first["run_id"]
+    assert body["data"]["failedStep"] == "extract"
+    at.run()
+    assert not at.exception, at.exception
+    assert any("Every alert of the last 30 days was delivered (1)" in s.value for s in at.success)

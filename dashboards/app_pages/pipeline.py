@@ -1,15 +1,17 @@
 """Pipeline: how the last nightly run ended, freshness, the reconciliation with the service's
-own summary (the days and figures that differ), the run history, and what was quarantined
-and why."""
+own summary (the days and figures that differ), the run history, the alerts not delivered,
+and what was quarantined and why."""
 
 from __future__ import annotations
 
 import polars as pl
 import streamlit as st
 
+from convo_analytics.dashboard._deliveries import alert_deliveries
 from convo_analytics.dashboard._format import delta_text, metric_kind, value_text
 from convo_analytics.dashboard._queries import Filters, ReconciliationView, TablePage
 from convo_analytics.dashboard._session import (
+    app_settings,
     paged_table,
     published_snapshot,
     query,
@@ -106,8 +108,24 @@ else:
 
 st.subheader("Run history")
 paged_table(snap, "run_history", (workspace, whole), "runs", tz, key="runs", what="runs")
-if not whole:  # the whole warehouse's quarantine is not this reader's
+if not whole:  # the whole warehouse's run alerts and quarantine are not this reader's
     st.stop()
+st.subheader("Alert deliveries")
+sent = alert_deliveries(app_settings()["delivery_log"])
+if sent.undelivered.height:
+    pending = sent.undelivered.filter(sent.undelivered["status"] == "pending").height
+    st.warning(
+        f"{sent.undelivered.height:,} alert deliveries were not delivered: "
+        f"{pending:,} pending (the next run tries them again, with the same idempotency "
+        "key), the others refused for good by their receiver or abandoned (check that "
+        "channel's settings).",
+        icon=":material/notifications_off:",
+    )
+    show_table(sent.undelivered, "alert_deliveries", tz, workspace=False)
+elif sent.delivered:
+    st.success(f"Every alert of the last {sent.days} days was delivered ({sent.delivered:,}).")
+else:
+    st.caption(f"No alert to deliver in the last {sent.days} days.")
 st.subheader("Quarantine")
 if status["quarantine"].height:
     st.caption(

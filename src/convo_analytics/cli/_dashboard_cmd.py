@@ -83,6 +83,8 @@ def dashboard(
             settings.get_float("dashboard.query_timeout_seconds")
         ),
         "CONVO_DASHBOARD_QUERY_ROW_LIMIT": str(settings.get_int("dashboard.query_row_limit")),
+        # the run's alert deliveries (the Pipeline page), wherever the app's folder is
+        "CONVO_NOTIFY_DELIVERY_LOG": str(settings.require_path("notify.delivery_log").resolve()),
         **{
             f"CONVO_DASHBOARD_QUERY_{limit.upper()}": str(
                 settings.get_int(f"dashboard.query_{limit}")

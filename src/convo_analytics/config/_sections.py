@@ -29,6 +29,7 @@ __all__ = [
     "ExportSettings",
     "ExtractSettings",
     "LakeSettings",
+    "NotifySettings",
     "PublishSettings",
     "ReadSettings",
     "RunSettings",
@@ -609,12 +610,97 @@ class RunSettings(Section):
     )
     alert_webhook_url: SecretText = setting(
         None,
-        "URL that gets a JSON POST when a run fails or ends with a warning. Secret (chat "
-        "webhook URLs carry their credential): environment only.",
+        "URL that gets a JSON POST when a run fails or ends with a warning (https://; plain "
+        "http only to loopback; signed with notify.signing_secret when that is set). Secret "
+        "(chat webhook URLs carry their credential): environment only.",
     )
     alert_command: Str = setting(
         "",
         "Shell command run when a run fails or ends with a warning, with CONVO_RUN_ID, "
-        "CONVO_RUN_STATUS, CONVO_RUN_FAILED_STEP, CONVO_RUN_ERROR and CONVO_RUN_WARNINGS set "
+        "CONVO_RUN_STATUS, CONVO_RUN_FAILED_STEP, CONVO_RUN_ERROR, CONVO_RUN_WARNINGS and "
+        "CONVO_NOTIFY_KEY set and the alert's JSON on stdin; a non-zero exit is retried "
         "(empty: none).",
+    )
+
+
+class NotifySettings(Section):
+    """Notification channels (the run's failure and warning alert; monitors later): a signed
+    webhook, a Slack-compatible webhook and email, besides run.alert_webhook_url and
+    run.alert_command; retries and the delivery log (D-NOTIFY-CHANNELS)."""
+
+    webhook_url: SecretText = setting(
+        None,
+        "URL that gets each notification as a signed JSON POST (https://; plain http only to "
+        "loopback). Secret (such URLs often carry a token): environment or file only.",
+    )
+    webhook_url_file: PathOrNone = setting(
+        None, "File whose content (trailing whitespace stripped) is notify.webhook_url."
+    )
+    signing_secret: SecretText = setting(
+        None,
+        "Key of the HMAC-SHA256 signature in the X-Convo-Signature header (required with "
+        "notify.webhook_url; also signs run.alert_webhook_url's POST when set). Secret: "
+        "environment or file only.",
+    )
+    signing_secret_file: PathOrNone = setting(
+        None, "File whose content (trailing whitespace stripped) is notify.signing_secret."
+    )
+    slack_webhook_url: SecretText = setting(
+        None,
+        "Slack-compatible incoming-webhook URL (https://; plain http only to loopback) that "
+        "gets each notification as {text, blocks}. Secret (the URL is the credential): "
+        "environment or file only.",
+    )
+    slack_webhook_url_file: PathOrNone = setting(
+        None, "File whose content (trailing whitespace stripped) is notify.slack_webhook_url."
+    )
+    smtp_host: Str = setting("", "SMTP server that sends notifications by email (empty: no email).")
+    smtp_port: Int = setting(
+        0, "SMTP port (0: 587 with starttls, 465 with ssl, 25 with none).", ge=0, le=65535
+    )
+    smtp_tls: Str = setting(
+        "starttls",
+        "How the SMTP connection is encrypted: starttls, ssl (SMTPS) or none (only to a "
+        "loopback host).",
+        pattern=r"starttls|ssl|none",
+        pattern_help="starttls, ssl or none",
+    )
+    smtp_user: Str = setting("", "SMTP login name (empty: no login).")
+    smtp_password: SecretText = setting(
+        None, "SMTP password (with notify.smtp_user). Secret: environment or file only."
+    )
+    smtp_password_file: PathOrNone = setting(
+        None, "File whose content (trailing whitespace stripped) is notify.smtp_password."
+    )
+    email_from: Str = setting("", "The From address of notification emails.")
+    email_to: List = setting((), "Addresses notification emails go to.")
+    max_attempts: Int = setting(
+        4, "Attempts per delivery and run (the next run tries again).", ge=1, le=20
+    )
+    backoff_seconds: Float = setting(
+        2.0,
+        "Wait after a delivery's first failed attempt; each next wait is four times longer, "
+        "each drawn between half and all of it (jitter).",
+        ge=0.0,
+        le=3600.0,
+    )
+    max_seconds: Float = setting(
+        60.0,
+        "Time a delivery's attempts and waits may take in one run; then it waits for the next run.",
+        ge=0.1,
+        le=3600.0,
+    )
+    timeout_seconds: Float = setting(
+        10.0, "Time one attempt may take (an HTTP answer, an SMTP exchange).", ge=0.1, le=600.0
+    )
+    give_up_days: Float = setting(
+        7.0,
+        "A delivery still undelivered this many days after it was recorded is abandoned.",
+        ge=0.01,
+        le=365.0,
+    )
+    delivery_log: PathOrNone = setting(
+        "data/app-state/deliveries.jsonl",
+        "The delivery log: each notification, and every attempt to deliver it (JSON lines, "
+        "append-only, with lock files beside it; never a secret).",
     )

@@ -33,6 +33,7 @@ from convo_analytics.config._sections import (
     ExportSettings,
     ExtractSettings,
     LakeSettings,
+    NotifySettings,
     PublishSettings,
     ReadSettings,
     RunSettings,
@@ -92,6 +93,7 @@ class Settings(SourcedSettings):
     lake: LakeSettings = Field(default_factory=LakeSettings)
     read: ReadSettings = Field(default_factory=ReadSettings)
     run: RunSettings = Field(default_factory=RunSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
     #: ``[[workspaces]]``: one table a workspace (none: the flat settings are one workspace).
     workspaces: tuple[WorkspaceSpec, ...] = Field((), json_schema_extra={"tables": True})
     #: ``[extract.streams.NAME]`` and ``[extract.fields]``: the service's endpoints as data.

@@ -103,6 +103,7 @@ def app_settings() -> dict[str, Any]:
         "query_threads": settings.get_int("dashboard.query_threads"),
         "query_workers": settings.get_int("dashboard.query_workers"),
         "query_temp_mb": settings.get_int("dashboard.query_temp_mb"),
+        "delivery_log": settings.get_path("notify.delivery_log"),
     }
 
 

@@ -89,6 +89,8 @@ class RunResult:
     recovered_from: str | None = None
     #: Each step's warnings (RunContext.warn): step, kind, message and details.
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    #: The alert's deliveries and those earlier runs left pending (notify.DeliverySummary).
+    deliveries: dict[str, Any] | None = None
 
     def summary_line(self) -> str:
         parts = []
@@ -98,6 +100,8 @@ class RunResult:
         head = f"run {self.run_id} {self.status} in {self.seconds:.1f} s"
         tail = "".join(f"; warning in {w['step']}: {w['message']}" for w in self.warnings)
         tail += f"; error in {self.failed_step}: {self.error}" if self.error else ""
+        if pending := (self.deliveries or {}).get("pending"):
+            tail += f"; {pending} alert deliveries pending (the next run retries them)"
         return f"{head}: {'; '.join(parts)}{tail}"
 
     def warned(self, kind: str) -> bool:
@@ -114,6 +118,7 @@ class RunResult:
             "seconds": round(self.seconds, 3),
             "steps": self.steps,
             "recovered_from": self.recovered_from,
+            "deliveries": self.deliveries,
         }
 
 
@@ -201,8 +206,8 @@ def run_pipeline(steps: Sequence[Step], settings: Settings, lock: WriterLock) ->
             log.error("the run's record could not be written: %s", _describe(exc))
             result.status, result.failed_step = "failed", result.failed_step or "record"
             result.error = result.error or _describe(exc)
-    if result.status in ("failed", "warning"):
-        send_alert(settings, result.as_json())
+    # the alert (on failure or warning) and what earlier runs left pending; never raises
+    result.deliveries = send_alert(settings, result.as_json())
     return result
 
 
