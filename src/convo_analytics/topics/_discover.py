@@ -102,13 +102,10 @@ def _clustered(x: NDArray[np.float32], seed: int, max_sample: int) -> NDArray[np
     if len(core) > CORE_SIZE:
         core = np.sort(rng.choice(core, size=CORE_SIZE, replace=False))
     usable = core[np.linalg.norm(x[core], axis=1) > 0]
-    # A text said many times ("hi", a button's canned question) counts once while the
-    # topics are shaped: repeats make tight clumps that pull the number of topics up.
-    distinct, inverse = np.unique(x[usable], axis=0, return_inverse=True)
-    if len(distinct) < MIN_CLUSTERED:
+    if len(usable) < MIN_CLUSTERED:
         labels = np.zeros(len(usable), dtype=np.int64)
     else:
-        labels = consensus_labels(distinct, seed)[inverse.reshape(-1)]
+        labels = consensus_labels(x[usable], seed)
     sizes = np.bincount(labels) if len(labels) else np.zeros(0, dtype=np.int64)
     floor = 1 if len(usable) < MIN_CLUSTERED else max(2, math.ceil(MIN_TOPIC_SHARE * len(usable)))
     kept = np.flatnonzero(sizes >= floor)
