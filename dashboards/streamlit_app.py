@@ -26,6 +26,7 @@ PAGES = [
     st.Page("app_pages/quality.py", title="Quality", icon=":material/speed:"),
     st.Page("app_pages/guardrails.py", title="Guardrails", icon=":material/shield:"),
     st.Page("app_pages/workspaces.py", title="Workspaces", icon=":material/compare_arrows:"),
+    st.Page("app_pages/topics.py", title="Topics", icon=":material/topic:"),
     st.Page("app_pages/explore.py", title="Explore", icon=":material/query_stats:"),
     st.Page("app_pages/pipeline.py", title="Pipeline", icon=":material/sync:"),
 ]
