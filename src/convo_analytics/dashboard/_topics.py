@@ -166,13 +166,25 @@ def metrics_per_group(
     and takes percentiles per period; each group is made a period of its own (its
     rows dated ``_EPOCH`` + group days), so every figure is computed by that code, in
     one pass, exactly as for a whole workspace. Rows come back by ``_group``.
+
+    The median durations (first response, resolution) are left out (null): no topic
+    figure is one, and they would cost a pass over the durations' histogram.
     """
+    ids = cells["workspace_id"].unique()
+    one = ids.len() == 1 and ids[0] is not None  # one workspace: rows keyed by slice alone
+    keys = ["slice_key"] if one else ["workspace_id", "slice_key"]
+    mapping = cells.select(*keys, "_group")
     frames: dict[str, Any] = {}
     for name in cube.frames:
         frame: pl.DataFrame = getattr(cube, name)
+        if name == "durations":
+            frames[name] = frame.clear()
+            continue
+        if one:
+            frame = frame.filter(pl.col("workspace_id") == ids[0])
         frames[name] = (
             frame.filter(pl.col("date").is_between(first, last))
-            .join(cells, on=["workspace_id", "slice_key"], how="inner", nulls_equal=True)
+            .join(mapping, on=keys, how="inner", nulls_equal=True)
             .with_columns(
                 (pl.col("_group") + _EPOCH_DAYS).cast(pl.Int32).cast(pl.Date).alias("date")
             )
@@ -194,11 +206,12 @@ def metrics_per_group(
 def _cells(cube: Cube, names: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Each cube row's topic group: (``workspace_id``, ``slice_key`` -> ``_group``), and
     the groups (``_group``, ``workspace_id``, ``topic_id``: the topic it counts under,
-    None for conversations without one), in workspace and topic order."""
-    cells = pl.concat(
-        [getattr(cube, n).select("workspace_id", "slice_key") for n in cube.frames]
-    ).unique()
-    cells = cells.join(cube.slices.select("slice_key", "topic"), on="slice_key", how="left")
+    None for conversations without one), in workspace and topic order. Every workspace
+    with conversations in the cube with every slice (a few thousand rows): cheaper than
+    the cube's own pairs, and a pair no row has costs nothing (a workspace without
+    conversations has no topic to show)."""
+    workspaces = cube.conversations.select(pl.col("workspace_id").unique())
+    cells = workspaces.join(cube.slices.select("slice_key", "topic"), how="cross")
     mapping = names.select("workspace_id", "topic", pl.col("effective_topic_id").alias("topic_id"))
     cells = cells.join(mapping, on=["workspace_id", "topic"], how="left", nulls_equal=True)
     groups = (
