@@ -6,15 +6,19 @@ a beacon server that records any request a browser makes for it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
 
 from conftest import ACME_KEY, GLOBEX_KEY, make_settings
 from convo_analytics._serving import ServerThread
 from convo_analytics.publish import publish_snapshot
 from convo_analytics.sandbox import Sandbox, create_app
 from convo_analytics.sandbox._history_archive import write_history_archive
+from convo_analytics.topics import TopicConfig
 from convo_analytics.transform import TransformConfig, run_transform
 from convo_analytics.warehouse import open_warehouse
 from convo_analytics.webhooks import ingest
@@ -27,8 +31,12 @@ SECRET = "whsec_dashboard_workspaces_0123456789"
 
 
 @contextmanager
-def three_workspaces(folder: Path, conversations: int = 120) -> Iterator[tuple[Path, Path]]:
-    """(the published folder, the warehouse) of three workspaces read into one warehouse."""
+def three_workspaces(
+    folder: Path, conversations: int = 120, topics_from: int | None = None
+) -> Iterator[tuple[Path, Path]]:
+    """(the published folder, the warehouse) of three workspaces read into one warehouse;
+    each workspace's topics discovered once it has ``topics_from`` conversations (None:
+    the default, topics.min_conversations)."""
     sandbox = Sandbox(make_settings(conversations=conversations, days=10,
                                     workspaces=list(WORKSPACES)))  # fmt: skip
     db = folder / "w.duckdb"
@@ -41,7 +49,10 @@ def three_workspaces(folder: Path, conversations: int = 120) -> Iterator[tuple[P
     assert ingest([archive], [SECRET.encode()], db).loaded > 0
     con = open_warehouse(db)
     try:
-        run_transform(con, TransformConfig(timezones=("UTC",)))
+        topics = (
+            TopicConfig() if topics_from is None else TopicConfig(min_conversations=topics_from)
+        )
+        run_transform(con, TransformConfig(timezones=("UTC",), topics=topics))
         publish_snapshot(con, db, folder / "published")
     finally:
         con.close()
@@ -49,6 +60,40 @@ def three_workspaces(folder: Path, conversations: int = 120) -> Iterator[tuple[P
 
 
 # -- hostile input: what end users may write, shown as written -----------------------------------
+
+#: An inline code span as ``_text.plain`` writes it: its content shows character for character.
+CODE_SPAN = re.compile(r"(`+) (.*?) \1")
+#: What Markdown (or Streamlit's extras) would turn into a link, an image, HTML or an emoji.
+MARKUP = ("](", "<img", "<script", "127.0.0.1", "www.", "@example.com", ":smile:")
+
+
+def markdown_shown(at: AppTest) -> list[str]:
+    """Every string the app hands to Streamlit where Streamlit renders Markdown: text
+    elements, alerts, headings, metric labels and values, widget and button labels and
+    help, radio options, tab and expander labels."""
+    shown = [e.value for kind in ("markdown", "caption", "title", "header", "subheader",
+                                  "info", "warning", "error", "success")
+             for e in getattr(at, kind)]  # fmt: skip
+    for metric in at.metric:
+        shown += [metric.label, metric.value]
+    for kind in ("button", "selectbox", "multiselect", "text_input", "number_input", "radio",
+                 "date_input", "checkbox", "text_area", "toggle", "slider"):  # fmt: skip
+        for widget in getattr(at, kind):
+            shown += [widget.label, widget.help or ""]
+    for widget in at.radio:
+        shown += [str(option) for option in widget.options]
+    for button in at.get("download_button"):
+        shown += [button.proto.label, button.proto.help]
+    shown += [e.label for e in at.expander] + [t.label for t in at.tabs]
+    return shown
+
+
+def assert_no_markup(at: AppTest) -> None:
+    """No end user's text reaches Markdown except inside a code span (shown as written)."""
+    for text in markdown_shown(at):
+        outside = CODE_SPAN.sub("", str(text))
+        assert not any(marker in outside for marker in MARKUP), text
+
 
 #: A link that a rendered Markdown would turn into a phishing link (port 9: discard).
 PHISH = "[sign in again](http://127.0.0.1:9/phish)"

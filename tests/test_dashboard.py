@@ -20,8 +20,8 @@ from transform_support import populated_sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboards" / "streamlit_app.py")
-PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "workspaces", "explore",
-         "pipeline"]  # fmt: skip
+PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "workspaces", "topics",
+         "explore", "pipeline"]  # fmt: skip
 
 
 def _publish(db: Path, folder: Path) -> None:

@@ -5,7 +5,6 @@ test_dashboard_browser.py."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
@@ -17,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 from convo_analytics.publish import current_snapshot
 from dashboard_support import (
     PHISH,
+    assert_no_markup,
     hostile_messages,
     hostile_snapshot,
     hostile_source,
@@ -25,14 +25,10 @@ from dashboard_support import (
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboards" / "streamlit_app.py")
-PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "workspaces", "explore",
-         "pipeline"]  # fmt: skip
+PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "workspaces", "topics",
+         "explore", "pipeline"]  # fmt: skip
 #: Nothing listens on the discard port: these tests look at what the app draws.
 BEACON = "http://127.0.0.1:9"
-#: An inline code span as ``_text.plain`` writes it: its content shows character for character.
-CODE_SPAN = re.compile(r"(`+) (.*?) \1")
-#: What Markdown (or Streamlit's extras) would turn into a link, an image, HTML or an emoji.
-MARKUP = ("](", "<img", "<script", "127.0.0.1", "www.", "@example.com", ":smile:")
 
 
 @pytest.fixture(scope="module")
@@ -66,34 +62,6 @@ def _whole_range(hostile: dict[str, Any]) -> dict[str, str]:
     return {"from": str(hostile["first"]), "to": str(hostile["last"])}
 
 
-def _markdown_shown(at: AppTest) -> list[str]:
-    """Every string the app hands to Streamlit where Streamlit renders Markdown: text
-    elements, alerts, headings, metric labels and values, widget and button labels and
-    help, radio options, tab and expander labels."""
-    shown = [e.value for kind in ("markdown", "caption", "title", "header", "subheader",
-                                  "info", "warning", "error", "success")
-             for e in getattr(at, kind)]  # fmt: skip
-    for metric in at.metric:
-        shown += [metric.label, metric.value]
-    for kind in ("button", "selectbox", "multiselect", "text_input", "number_input", "radio",
-                 "date_input", "checkbox", "text_area", "toggle", "slider"):  # fmt: skip
-        for widget in getattr(at, kind):
-            shown += [widget.label, widget.help or ""]
-    for widget in at.radio:
-        shown += [str(option) for option in widget.options]
-    for button in at.get("download_button"):
-        shown += [button.proto.label, button.proto.help]
-    shown += [e.label for e in at.expander] + [t.label for t in at.tabs]
-    return shown
-
-
-def _assert_no_markup(at: AppTest) -> None:
-    """No end user's text reaches Markdown except inside a code span (shown as written)."""
-    for text in _markdown_shown(at):
-        outside = CODE_SPAN.sub("", str(text))
-        assert not any(marker in outside for marker in MARKUP), text
-
-
 def test_a_transcript_shows_what_the_end_user_wrote_as_written(
     hostile: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -112,7 +80,7 @@ def test_a_transcript_shows_what_the_end_user_wrote_as_written(
     assert PHISH in set(transcript["text"])
     escalations = next(df.value for df in at.dataframe if "owner" in df.value.columns)
     assert f"![o]({BEACON}/owner.png)" in set(escalations["owner"])
-    _assert_no_markup(at)
+    assert_no_markup(at)
 
 
 def test_no_page_renders_the_datas_text_as_markup(
@@ -124,11 +92,11 @@ def test_no_page_renders_the_datas_text_as_markup(
     for page in PAGES:
         at.switch_page(f"app_pages/{page}.py").run()
         assert not at.exception, (page, at.exception)
-        _assert_no_markup(at)
+        assert_no_markup(at)
     at.switch_page("app_pages/overview.py").run()
     at.radio(key="overview_breakdown").set_value("source").run()  # bars named by users
     assert not at.exception, at.exception
-    _assert_no_markup(at)
+    assert_no_markup(at)
     at.switch_page("app_pages/leads.py").run()
     leads = next(df.value for df in at.dataframe if "lead_id" in df.value.columns)
     assert hostile_source(BEACON) in set(leads["source"])
@@ -136,7 +104,7 @@ def test_no_page_renders_the_datas_text_as_markup(
     assert not at.exception, at.exception
     funnel = next(df.value for df in at.dataframe if "source" in df.value.columns)
     assert hostile_source(BEACON) in set(funnel["source"])
-    _assert_no_markup(at)
+    assert_no_markup(at)
 
 
 def test_a_drill_down_value_from_the_url_shows_as_written(
@@ -149,7 +117,7 @@ def test_a_drill_down_value_from_the_url_shows_as_written(
     assert f"source: ` {source} `" in chip
     table = next(df.value for df in at.dataframe if "conversation_id" in df.value.columns)
     assert list(table["conversation_id"]) == [hostile["conversation"]]
-    _assert_no_markup(at)
+    assert_no_markup(at)
 
 
 def _notes(at: AppTest) -> str:
@@ -194,7 +162,7 @@ def test_every_page_renders_a_url_with_filters_outside_the_data(
         assert not at.exception, (page, at.exception)
         assert note in _notes(at), (page, _notes(at))
         assert at.sidebar.date_input(key="filter_range").value == shown, page
-        _assert_no_markup(at)
+        assert_no_markup(at)
     assert at.query_params["from"] == str(shown[0]) and at.query_params["to"] == str(shown[1])
     other = (hostile["first"], hostile["first"] + timedelta(days=1))
     at.sidebar.date_input(key="filter_range").set_value(other).run()  # the note was read
@@ -228,7 +196,7 @@ def test_conversations_url_values_are_used_clamped_or_dropped_with_a_note(
     at = _app(hostile, monkeypatch, "conversations", {**_whole_range(hostile), **query})
     assert not at.exception, at.exception
     assert note in _notes(at), _notes(at)
-    _assert_no_markup(at)
+    assert_no_markup(at)
 
 
 def test_a_conversation_the_url_names_but_the_snapshot_lacks_is_named_as_written(
@@ -238,4 +206,4 @@ def test_a_conversation_the_url_names_but_the_snapshot_lacks_is_named_as_written
                                                       "conversation": PHISH})  # fmt: skip
     assert not at.exception, at.exception
     assert f"Conversation ` {PHISH} ` is not in this snapshot." in [i.value for i in at.info]
-    _assert_no_markup(at)
+    assert_no_markup(at)

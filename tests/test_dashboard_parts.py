@@ -24,9 +24,10 @@ from convo_analytics.dashboard._notebooks import (
     save_notebook,
     schema,
 )
-from convo_analytics.dashboard._queries import Filters
+from convo_analytics.dashboard._queries import Filters, TopicChoice
 from convo_analytics.dashboard._text import plain
 from convo_analytics.dashboard._views import (
+    Drill,
     Known,
     Slice,
     drill_from_selection,
@@ -187,6 +188,43 @@ def test_a_click_on_a_channel_sets_the_channel_filter() -> None:
     drill = drill_from_selection({"channel": "sms"}, "breakdown")
     assert drill is not None and drill.channels == ("sms",) and drill.slice == Slice()
     assert drill_from_selection({}, "breakdown") is None
+
+
+#: Two workspaces' topics as the sidebar knows them: topic 5 of ws_a is merged into its 3,
+#: and topic 1 is a different topic in each workspace.
+_THREE = TopicChoice("ws_a", 3, ("3", "5"))
+TOPICS = {"ws_a:1": TopicChoice("ws_a", 1, ("1",)), "ws_a:3": _THREE, "ws_a:5": _THREE,
+          "ws_b:1": TopicChoice("ws_b", 1, ("1",))}  # fmt: skip
+BOTH = Known(date(2026, 10, 1), date(2026, 11, 24), ("sms", "web"),
+             {"ws_a": "brand-a", "ws_b": "brand-b"}, ("UTC",), TOPICS)  # fmt: skip
+
+
+def test_topics_travel_in_the_url_each_in_its_own_workspace() -> None:
+    f, notes = filters_from_url({"workspace": ["ws_a"], "topic": ["3", "5", "ws_b:1", "7"]}, BOTH)
+    assert f.topics == (_THREE,)  # 5 reads as the topic it is merged into, once
+    assert notes == [
+        "?topic=5: topic 5 is merged into topic 3: showing that one.",
+        "?topic=` ws_b:1 ` is not a topic of the chosen workspace: ignored.",
+        "?topic=7: the data has no such topic: ignored.",
+    ]
+    assert filters_to_params(f)["topic"] == ["3"]  # a number in the chosen workspace
+    every, notes = filters_from_url({"topic": ["brand-b:1", "ws_a:1", "1"]}, BOTH)
+    assert [c.key for c in every.topics] == ["ws_b:1", "ws_a:1"]
+    assert notes == ["?topic=1: name its workspace too (workspace:number): ignored."]
+    assert filters_to_params(every)["topic"] == ["ws_b:1", "ws_a:1"]
+    sql, params = every.where("c")  # each topic's values in its own workspace only
+    assert sql == (" AND ((c.workspace_id = ? AND c.topic IN (?)) OR "
+                   "(c.workspace_id = ? AND c.topic IN (?)))")  # fmt: skip
+    assert params == ["ws_b", "1", "ws_a", "1"]
+    assert every.dimensions() == {"topic": ["1"]}
+
+
+def test_a_click_on_a_topic_sets_the_topic_filter() -> None:
+    drill = drill_from_selection({"topic_key": "ws_a:3"}, "breakdown")
+    assert drill == Drill(Slice(), topics=("ws_a:3",))
+    on_a_day = drill_from_selection({"topic_key": "ws_a:3", "date": "2026-11-02"}, "topic_trend")
+    assert on_a_day == Drill(Slice(day=date(2026, 11, 2)), topics=("ws_a:3",))
+    assert drill_from_selection({"topic_key": None}, "topics") is None  # no topic yet: no link
 
 
 def test_tables_get_human_labels_and_formats_and_keep_numbers_numbers() -> None:

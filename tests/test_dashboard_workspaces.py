@@ -25,7 +25,7 @@ from dashboard_support import WORKSPACES, three_workspaces
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboards" / "streamlit_app.py")
 PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "workspaces",
-         "explore", "pipeline"]  # fmt: skip
+         "topics", "explore", "pipeline"]  # fmt: skip
 NAMES = {f"ws_{name}": name for name, _ in WORKSPACES}
 
 
@@ -75,7 +75,7 @@ def _expected(db: Path, first: date, last: date) -> dict[str | None, dict[str, A
 @pytest.fixture(scope="module")
 def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     folder = tmp_path_factory.mktemp("dashboard-workspaces")
-    with three_workspaces(folder) as (published, db):
+    with three_workspaces(folder, topics_from=50) as (published, db):  # each with topics
         con = duckdb.connect(str(db), read_only=True)
         first_day, last_day = con.execute(
             "SELECT min(started_at)::DATE, max(started_at)::DATE FROM mart_conversations"

@@ -198,7 +198,7 @@ st.caption(
     f"{settings['query_timeout_seconds']:g} s in at most "
     f"{limits.memory_mb:,} MiB of memory and return at most "
     f"{settings['query_row_limit']:,} rows. The sidebar's workspace applies to them; its "
-    "dates, time zone and channels do not: write those into the SQL."
+    "dates, time zone and channels do not, nor its topics: write those into the SQL."
     + (
         " The tables hold the rows of "
         + ", ".join(literal(names_of.get(ws, ws)) for ws in scope)

@@ -15,18 +15,25 @@ from convo_analytics.dashboard._session import (
     query,
     require_snapshot,
     show_table,
+    topic_options,
+    topic_store_key,
 )
 
 snap = require_snapshot()
 f = filters()
 st.title("Leads")
-by = st.selectbox(
-    "Split the funnel by",
-    ("nothing", "channel", "source", "intent"),
-    format_func=enum_label,
-    key="funnel_by",
+splits = (
+    "nothing",
+    "channel",
+    "source",
+    "intent",
+    *(("topic",) if topic_options(snap).labels else ()),
 )
-result = query(snap, "funnel", f, () if by == "nothing" else (by,))
+by = st.selectbox("Split the funnel by", splits, format_func=enum_label, key="funnel_by")
+if by == "topic":  # each workspace's topics apart, as analysts name them
+    result = query(snap, "topic_funnel", f, topic_store_key())
+else:
+    result = query(snap, "funnel", f, () if by == "nothing" else (by,))
 funnel = result["funnel"]
 if by == "nothing":
     chart_with_drill(charts.funnel_chart(funnel), "leads_funnel", "funnel", f)

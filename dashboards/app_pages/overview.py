@@ -15,6 +15,8 @@ from convo_analytics.dashboard._session import (
     query,
     require_snapshot,
     show_table,
+    topic_options,
+    topic_store_key,
 )
 
 snap = require_snapshot()
@@ -64,6 +66,8 @@ dimensions = {
     "source": "Source",
     "model_tier": "Model tier",
 }
+if topic_options(snap).labels:  # each workspace's topics, as analysts name them
+    dimensions["topic"] = "Topic"
 dimension = st.radio(
     "Break down by",
     list(dimensions),
@@ -71,8 +75,15 @@ dimension = st.radio(
     horizontal=True,
     key="overview_breakdown",
 )
-frame = query(snap, "breakdown_by", f, dimension)
-value = "responses" if dimension == "model_tier" else "conversations"
-chart_with_drill(charts.bars(frame, dimension, value), f"overview_bars_{dimension}", "breakdown", f)
+if dimension == "topic":
+    frame = query(snap, "topic_breakdown", f, topic_store_key())
+    bars = charts.bars(frame, "topic_key", "conversations", names="topic")
+    chart_with_drill(bars, "overview_bars_topic", "breakdown", f)
+    frame = frame.drop("topic_key")
+else:
+    frame = query(snap, "breakdown_by", f, dimension)
+    value = "responses" if dimension == "model_tier" else "conversations"
+    bars = charts.bars(frame, dimension, value)
+    chart_with_drill(bars, f"overview_bars_{dimension}", "breakdown", f)
 st.caption("Click a bar to see the conversations behind it.")
 show_table(frame, f"breakdown_{dimension}", f.tz)

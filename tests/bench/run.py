@@ -48,6 +48,7 @@ MODULES = [
     "bench_dagster",
     "bench_lake",
     "bench_topics",
+    "bench_topic_page",
 ]
 
 

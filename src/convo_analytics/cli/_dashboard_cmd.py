@@ -94,6 +94,10 @@ def dashboard(
         # the same config file for what the app reads itself (read.source, lake.*)
         **({"CONVO_CONFIG": str(settings.config_path)} if settings.config_path else {}),
     }
+    # the Topics page appends renames and merges to the store every transform reads
+    store = settings.topics.curations_file
+    if store is not None:
+        env["CONVO_TOPICS_CURATIONS_FILE"] = str(store.resolve())
     env.pop(WORKSPACES_ENV, None)
     if ids is not None:
         env[WORKSPACES_ENV] = json.dumps(ids)

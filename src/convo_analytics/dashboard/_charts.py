@@ -40,6 +40,7 @@ __all__ = [
     "incidents_by_flag",
     "latency_percentiles",
     "result_chart",
+    "topic_trend",
     "workspace_bars",
 ]
 
@@ -136,14 +137,25 @@ def daily_line(daily: pl.DataFrame, metric: str) -> alt.Chart:
     return chart
 
 
-def bars(frame: pl.DataFrame, category: str, value: str, title: str | None = None) -> alt.Chart:
+def bars(
+    frame: pl.DataFrame,
+    category: str,
+    value: str,
+    title: str | None = None,
+    *,
+    names: str | None = None,
+) -> alt.Chart:
     """A horizontal bar per category, as tall as its bars need; a click picks the category
-    (its value as the data has it, whatever label the axis shows)."""
+    (its value as the data has it, whatever label the axis shows: the column ``names``,
+    when given, e.g. a topic's label for its key)."""
     pick = _pick(category)
     label = title or value.replace("_", " ")
     kind = kind_of(value, frame.schema[value])
-    data, shown = _labelled(frame.select(category, value), category)
-    name = category.replace("_", " ")
+    if names is not None:
+        data, shown = frame.select(category, names, value), names
+    else:
+        data, shown = _labelled(frame.select(category, value), category)
+    name = (names or category).replace("_", " ")
     chart: alt.Chart = (
         alt.Chart(data)
         .mark_bar(color=OKABE_ITO[0])
@@ -158,6 +170,39 @@ def bars(frame: pl.DataFrame, category: str, value: str, title: str | None = Non
         )
         .add_params(pick)
         .properties(height=BAR_HEIGHT * max(frame.height, 1), autosize=FIT_WIDTH)
+    )
+    return chart
+
+
+def topic_trend(trend: pl.DataFrame) -> alt.Chart:
+    """Conversations per day of a few topics, a line (and colour) each, named by their
+    labels in the order given; a click on a point picks the topic and the day."""
+    order = list(dict.fromkeys(trend["topic"].to_list()))
+    pick = _pick("date", "topic_key")
+    chart: alt.Chart = (
+        alt.Chart(trend.select("date", "topic", "topic_key", "conversations"))
+        .mark_line(point=alt.OverlayMarkDef(size=50, filled=True))
+        .encode(
+            x=_day_x(),
+            y=alt.Y(
+                "conversations:Q",
+                title="conversations started",
+                axis=alt.Axis(format=axis_format("count")),
+            ),
+            color=alt.Color(
+                "topic:N",
+                sort=order,
+                scale=_categorical(order if 0 < len(order) <= len(OKABE_ITO) else None),
+                legend=alt.Legend(orient="bottom", columns=2, labelLimit=360),
+            ),
+            tooltip=[
+                _day_tip(),
+                alt.Tooltip("topic:N"),
+                alt.Tooltip("conversations:Q", format=tooltip_format("count")),
+            ],
+        )
+        .add_params(pick)
+        .properties(height=260, autosize=FIT_WIDTH)
     )
     return chart
 

@@ -105,6 +105,12 @@ LABELS = {
     "latencyP99Ms": "Latency p99",
     "reason_code": "Reason",
     "timezone": "Zone",
+    "topic_id": "Topic #",
+    "previous_conversations": "Previous period",
+    "change": "Change",
+    "merged_topics": "Merged into it",
+    "pending": "Changed since the last transform",
+    "lowConfidenceShare": "Low-confidence share",
 }
 #: Kinds the suffix rules would not find.
 KINDS: dict[str, Kind] = {
@@ -112,6 +118,7 @@ KINDS: dict[str, Kind] = {
     "conversion_from_start": "percent",
     "median_seconds_from_previous": "seconds",
     "share": "percent",
+    "change": "percent",
     "avg_confidence": "ratio",
     "avgConfidence": "ratio",
     "confidence": "ratio",

@@ -8,7 +8,9 @@ Metric figures go through :func:`transform.metrics_table`, the same code as
 A workspace chosen in the sidebar (``Filters.workspace``) narrows every
 figure: the cube's rows to that workspace's (:func:`in_workspace`), the SQL
 over the facts to its ``workspace_id``; with none chosen, every workspace
-counts (decision D-DASH-WORKSPACES).
+counts (decision D-DASH-WORKSPACES). Topics chosen in the sidebar
+(``Filters.topics``) narrow them the same way, each to its own workspace's
+rows (:func:`in_topics`, decision D-TOPICS-PAGE).
 """
 
 from __future__ import annotations
@@ -46,15 +48,39 @@ from convo_analytics.transform._incidents import day_bounds
 
 
 @dataclass(frozen=True, slots=True)
+class TopicChoice:
+    """A topic the filters keep: its workspace, its id there (a topic others may be merged
+    into), and the values of the marts' ``topic`` dimension it counts: its own and those of
+    the topics merged into it. A topic id means nothing outside its workspace, so a choice
+    keeps its workspace's rows only."""
+
+    workspace_id: str
+    topic_id: int
+    values: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        """How a choice is named in the sidebar and in links: ``<workspace_id>:<topic_id>``."""
+        return topic_key(self.workspace_id, self.topic_id)
+
+
+def topic_key(workspace_id: str, topic_id: int) -> str:
+    """A topic's name across workspaces: ``<workspace_id>:<topic_id>`` (the id is last, so a
+    workspace id with a colon still reads back)."""
+    return f"{workspace_id}:{topic_id}"
+
+
+@dataclass(frozen=True, slots=True)
 class Filters:
-    """The global filters every page shares: a date range, a time zone, channels, and a
-    workspace (its ``workspace_id``; None: all of them)."""
+    """The global filters every page shares: a date range, a time zone, channels, a
+    workspace (its ``workspace_id``; None: all of them) and topics (none: all)."""
 
     first: date
     last: date
     tz: str = "UTC"
     channels: tuple[str, ...] = ()
     workspace: str | None = None
+    topics: tuple[TopicChoice, ...] = ()
 
     @property
     def days(self) -> int:
@@ -67,11 +93,17 @@ class Filters:
         )
 
     def dimensions(self) -> dict[str, list[str]]:
-        return {"channel": list(self.channels)} if self.channels else {}
+        """The dimension values the marts are read for (a topic's values are its workspace's:
+        :func:`in_topics` keeps each one's own rows after the read)."""
+        out = {"channel": list(self.channels)} if self.channels else {}
+        if self.topics:
+            out["topic"] = sorted({v for choice in self.topics for v in choice.values})
+        return out
 
     def where(self, alias: str) -> tuple[str, list[Any]]:
-        """SQL conditions (`` AND ...``) keeping the chosen channels and workspace of the
-        table ``alias`` (a fact with ``channel`` and ``workspace_id``), and their parameters."""
+        """SQL conditions (`` AND ...``) keeping the chosen channels, workspace and topics of
+        the table ``alias`` (a fact with ``channel``, ``workspace_id`` and ``topic``), and
+        their parameters."""
         sql, params = "", list[Any]()
         if self.channels:
             sql += f" AND {alias}.channel IN ({', '.join('?' * len(self.channels))})"
@@ -79,7 +111,20 @@ class Filters:
         if self.workspace is not None:
             sql += f" AND {alias}.workspace_id = ?"
             params.append(self.workspace)
-        return sql, params
+        topics, topic_params = self.topic_sql(alias)
+        return sql + topics, params + topic_params
+
+    def topic_sql(self, alias: str) -> tuple[str, list[Any]]:
+        """The SQL condition (`` AND (...)``) keeping the chosen topics' rows of ``alias``,
+        each in its own workspace, and its parameters (none chosen: no condition)."""
+        if not self.topics:
+            return "", []
+        parts, params = [], list[Any]()
+        for choice in self.topics:
+            marks = ", ".join("?" * len(choice.values))
+            parts.append(f"({alias}.workspace_id = ? AND {alias}.topic IN ({marks}))")
+            params += [choice.workspace_id, *choice.values]
+        return f" AND ({' OR '.join(parts)})", params
 
 
 def in_workspace(cube: Cube, workspace: str | None) -> Cube:
@@ -93,10 +138,42 @@ def in_workspace(cube: Cube, workspace: str | None) -> Cube:
     return replace(cube, **frames, daily_percentiles=None)
 
 
+def topic_rows(topics: tuple[TopicChoice, ...]) -> pl.Expr:
+    """Rows (with ``workspace_id`` and ``topic``) of the chosen topics, each in its own
+    workspace (none chosen: every row)."""
+    if not topics:
+        return pl.lit(True)
+    return pl.any_horizontal(
+        (pl.col("workspace_id") == choice.workspace_id) & pl.col("topic").is_in(choice.values)
+        for choice in topics
+    )
+
+
+def in_topics(cube: Cube, topics: tuple[TopicChoice, ...]) -> Cube:
+    """The cube's rows of the chosen topics, each topic's in its own workspace (none
+    chosen: the cube as it is). Rows are keyed by slice; a slice's topic is in
+    ``cube.slices``."""
+    if not topics:
+        return cube
+    keep = pl.concat(
+        [
+            cube.slices.filter(pl.col("topic").is_in(choice.values))
+            .select("slice_key")
+            .with_columns(pl.lit(choice.workspace_id).alias("workspace_id"))
+            for choice in topics
+        ]
+    ).unique()
+    frames = {
+        name: getattr(cube, name).join(keep, on=["workspace_id", "slice_key"], how="semi")
+        for name in cube.frames
+    }
+    return replace(cube, **frames, daily_percentiles=None)
+
+
 def cube_of(con: duckdb.DuckDBPyConnection, f: Filters) -> Cube:
-    """The daily cube of the filters' range, channels and workspace."""
+    """The daily cube of the filters' range, channels, workspace and topics."""
     cube = load_cube(con, f.tz, first=f.first, last=f.last, filters=f.dimensions())
-    return in_workspace(cube, f.workspace)
+    return in_topics(in_workspace(cube, f.workspace), f.topics)
 
 
 #: KPI tiles: (label, metric, format). Rates are shown as percentages, latency as a duration.
@@ -168,7 +245,8 @@ def daily(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
 
 
 def breakdown_by(con: duckdb.DuckDBPyConnection, f: Filters, dimension: str) -> pl.DataFrame:
-    """Headline figures per value of a dimension (channel, locale, intent, source or model tier)."""
+    """Headline figures per value of a dimension (channel, locale, intent, source or model
+    tier; per topic: ``_topics.topic_breakdown``, which names each workspace's topics)."""
     cube = cube_of(con, f)
     if dimension == TIER:
         responses = breakdown(
@@ -180,8 +258,14 @@ def breakdown_by(con: duckdb.DuckDBPyConnection, f: Filters, dimension: str) -> 
             .with_columns((pl.col("responses") / pl.col("responses").sum()).alias("share"))
         )
     convs = cube.with_dimensions("conversations").filter(pl.col("date").is_between(f.first, f.last))
+    return headline_by(convs, [dimension])
+
+
+def headline_by(convs: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """The breakdowns' headline figures per value of ``keys`` (rows of the cube's
+    conversations, their dimensions joined on), largest first."""
     return (
-        convs.group_by(dimension)
+        convs.group_by(keys)
         .agg(
             pl.col("conversations").sum(),
             pl.col("resolved").sum(),
@@ -239,10 +323,9 @@ def transcript(
     }
 
 
-def funnel(
-    con: duckdb.DuckDBPyConnection, f: Filters, by: tuple[str, ...] = ()
-) -> dict[str, pl.DataFrame]:
-    """The lead funnel of conversations started in the range, and the score bands."""
+def started_conversations(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
+    """The facts (``mart_conversations``) of the conversations started in the range, of the
+    chosen channels, workspace and topics."""
     facts = read_frame(
         con,
         "SELECT * FROM mart_conversations WHERE started_at >= ?::TIMESTAMPTZ "
@@ -250,7 +333,14 @@ def funnel(
         list(day_bounds(f.first, f.last)),
     )
     facts = facts.filter(_chosen(f))
-    started = in_range(facts, f.first, f.last, f.tz)
+    return in_range(facts, f.first, f.last, f.tz)
+
+
+def funnel(
+    con: duckdb.DuckDBPyConnection, f: Filters, by: tuple[str, ...] = ()
+) -> dict[str, pl.DataFrame]:
+    """The lead funnel of conversations started in the range, and the score bands."""
+    started = started_conversations(con, f)
     return {"funnel": lead_funnel(started, by), "bands": score_bands(started)}
 
 
@@ -300,6 +390,9 @@ def qualified_leads(
     if f.workspace is not None:
         keep += " AND l.workspace_id = ?"
         params.append(f.workspace)
+    topics, topic_params = f.topic_sql("c")
+    keep += topics
+    params += topic_params
     sql = (
         "SELECT l.workspace_id, l.id AS lead_id, l.conversation_id, l.score, l.intent, "
         "l.qualified_at, l.contact_fields, c.channel, c.source FROM leads l "
@@ -313,13 +406,14 @@ def qualified_leads(
 
 
 def _chosen(f: Filters) -> pl.Expr:
-    """Rows (with ``channel`` and ``workspace_id``) of the chosen channels and workspace."""
+    """Rows (with ``channel``, ``workspace_id`` and ``topic``) of the chosen channels,
+    workspace and topics."""
     keep = pl.lit(True)
     if f.channels:
         keep = keep & pl.col("channel").is_in(list(f.channels))
     if f.workspace is not None:
         keep = keep & (pl.col("workspace_id") == f.workspace)
-    return keep
+    return keep & topic_rows(f.topics)
 
 
 def confidence_distribution(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:

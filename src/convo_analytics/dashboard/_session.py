@@ -33,6 +33,7 @@ from convo_analytics.dashboard import _conversations as conversations
 from convo_analytics.dashboard import _gaps as gaps
 from convo_analytics.dashboard import _notebooks as notebooks
 from convo_analytics.dashboard import _queries as queries
+from convo_analytics.dashboard import _topics as topics
 from convo_analytics.dashboard import _workspaces as workspaces
 from convo_analytics.dashboard._format import (
     DisplayColumn,
@@ -41,7 +42,8 @@ from convo_analytics.dashboard._format import (
     for_display,
     showing,
 )
-from convo_analytics.dashboard._queries import Filters, TablePage
+from convo_analytics.dashboard._queries import Filters, TablePage, TopicChoice
+from convo_analytics.dashboard._topics import StoreKey, store_key, topic_index
 from convo_analytics.dashboard._views import (
     SLICE_PARAMS,
     Drill,
@@ -53,6 +55,7 @@ from convo_analytics.dashboard._views import (
     slice_to_params,
 )
 from convo_analytics.dashboard._workspaces import with_workspace, workspace_label
+from convo_analytics.errors import UserError
 from convo_analytics.publish import (
     LAKE_PREFIX,
     UNREADABLE,
@@ -71,7 +74,7 @@ ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/L
 #: Functions a page may ask for by name through :func:`query`.
 _QUERIES: dict[str, Callable[..., Any]] = {
     name: fn
-    for module in (queries, conversations, workspaces, gaps)
+    for module in (queries, conversations, workspaces, gaps, topics)
     for name, fn in vars(module).items()
     if callable(fn)
     and not name.startswith("_")
@@ -104,7 +107,55 @@ def app_settings() -> dict[str, Any]:
         "query_workers": settings.get_int("dashboard.query_workers"),
         "query_temp_mb": settings.get_int("dashboard.query_temp_mb"),
         "delivery_log": settings.get_path("notify.delivery_log"),
+        "curations_file": settings.topics.curations_file,
     }
+
+
+def curations_store() -> Path | None:
+    """The app-state store of topic curations (``topics.curations_file``; None: not set),
+    which the Topics page's forms append to and every topic name is read with."""
+    path = app_settings()["curations_file"]
+    return Path(path) if path is not None else None
+
+
+def topic_store_key() -> StoreKey | None:
+    """The store's :func:`_topics.store_key`: a query that names topics takes it, so that
+    its cached answer is read again once the store changes (a rename shows at once)."""
+    return store_key(curations_store())
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOptions:
+    """The snapshot's topics with the store's curations applied (``_topics.topic_index``),
+    of the workspaces this dashboard shows: every topic's key -> the topic it counts
+    under; each such topic's key -> its label; and why the store could not be read (its
+    topics then named as the last transform named them)."""
+
+    choices: dict[str, TopicChoice]
+    labels: dict[str, str]
+    problem: str | None = None
+
+
+def topic_options(snap: Snapshot) -> TopicOptions:
+    """The snapshot's topics as the sidebar offers them (read once per snapshot and state
+    of the store: a rename made a moment ago is in the next run's)."""
+    stamp = (snap.snapshot_id, topic_store_key(), restricted_workspaces())
+    held = st.session_state.get("_topic_options")
+    if isinstance(held, tuple) and held[0] == stamp:
+        return held[1]  # type: ignore[no-any-return]
+    problem = None
+    try:
+        names = query(snap, "topic_names", stamp[1])
+    except UserError as exc:
+        problem = str(exc)
+        names = query(snap, "topic_names", None)
+    choices, labels = topic_index(names)
+    if stamp[2] is not None:
+        choices = {k: c for k, c in choices.items() if c.workspace_id in stamp[2]}
+        labels = {k: label for k, label in labels.items() if k in choices}
+    options = TopicOptions(choices, labels, problem)
+    st.session_state["_topic_options"] = (stamp, options)
+    return options
 
 
 def restricted_workspaces() -> tuple[str, ...] | None:
@@ -256,7 +307,8 @@ def known(snap: Snapshot) -> Known:
     allowed = restricted_workspaces()
     if allowed is not None:  # a dashboard started for these workspaces knows only them
         names = {ws: names.get(ws, ws) for ws in allowed}
-    return Known(first_day, last_day, tuple(query(snap, "channels")), names, ZONES)
+    choices = topic_options(snap).choices
+    return Known(first_day, last_day, tuple(query(snap, "channels")), names, ZONES, choices)
 
 
 def _within(value: Any, low: date, high: date) -> Any:
@@ -267,7 +319,7 @@ def _within(value: Any, low: date, high: date) -> Any:
 
 
 def sidebar_filters(snap: Snapshot | None) -> Filters | None:
-    """The global filters (workspace, date range, time zone, channels), kept across pages
+    """The global filters (workspace, date range, time zone, channels, topics), kept across pages
     and in the URL: a session opened from a URL starts with the filters its query string
     names, checked against the data (``_views.filters_from_url``); what was dropped or
     clamped is said above the page until the filters change."""
@@ -287,6 +339,7 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
         st.session_state["filter_tz"] = from_url.tz
         st.session_state["filter_channels"] = list(from_url.channels)
         st.session_state["filter_workspace"] = (from_url.workspace or "") if len(names) > 1 else ""
+        st.session_state["filter_topics"] = [c.key for c in from_url.topics]
         st.session_state["_url_notes"] = (notes, None)
     else:  # a new snapshot may hold other days than the widget's value
         current = st.session_state["filter_range"]
@@ -308,6 +361,23 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
         st.session_state["filter_channels"] = [
             c for c in st.session_state.pop("_pending_channels") if c in data.channels
         ]
+    options = topic_options(snap)
+    topic_choices = options.choices
+    offered = _offered_topics(topic_choices, options.labels,
+                              st.session_state["filter_workspace"] or None)  # fmt: skip
+    if "_pending_topics" in st.session_state:  # a click picked a topic
+        st.session_state["filter_topics"] = st.session_state.pop("_pending_topics")
+    # a topic merged since it was chosen reads as the one it is merged into; another
+    # workspace's (or one the snapshot lacks) is dropped
+    held = st.session_state.get("filter_topics", [])
+    kept = list(dict.fromkeys(topic_choices[k].key for k in held if k in topic_choices))
+    kept = [k for k in kept if k in offered]
+    if kept != held:
+        st.session_state["filter_topics"] = kept
+    if options.problem is not None:
+        st.warning("The topic curations cannot be read, so topics are named as the last "
+                   "transform named them.", icon=":material/warning:")  # fmt: skip
+        st.text(f"Why: {options.problem}")
     with st.sidebar:
         st.caption(_snapshot_caption(snap))
         picked = st.date_input(
@@ -325,17 +395,61 @@ def sidebar_filters(snap: Snapshot | None) -> Filters | None:
             help="Every page's figures, tables and downloads are this workspace's; "
             "all workspaces are summed (the Workspaces page compares them).",
         )
+        chosen_topics: list[str] = []
+        if offered:
+            several = len({topic_choices[k].workspace_id for k in offered}) > 1
+            chosen_topics = st.multiselect(
+                "Topics",
+                offered,
+                key="filter_topics",
+                format_func=lambda k: _topic_label(k, topic_choices, offered, names, several),
+                placeholder="all",
+                help="Every page's figures are these topics' conversations (a topic "
+                "counts the topics merged into it); a topic is its workspace's own.",
+            )
     days: list[Any] = list(picked) if isinstance(picked, tuple) else [picked]
     days = [d for d in days if isinstance(d, date)] or [default.first, default.last]
     first, last = days[0], days[-1]  # one day while the user is mid-way through picking
     if allowed is not None and workspace not in allowed:
         workspace = allowed[0]
-    f = Filters(first, last, str(tz), tuple(chosen), str(workspace) if workspace else None)
+    picked_topics = tuple(topic_choices[k] for k in chosen_topics if k in topic_choices)
+    f = Filters(first, last, str(tz), tuple(chosen), str(workspace) if workspace else None,
+                picked_topics)  # fmt: skip
     _url_notes(f)
     write_params(
-        filters_to_params(f), keep_others=True, owned=("from", "to", "tz", "channel", "workspace")
+        filters_to_params(f),
+        keep_others=True,
+        owned=("from", "to", "tz", "channel", "workspace", "topic"),
     )
     return f
+
+
+def _offered_topics(
+    choices: dict[str, TopicChoice], labels: dict[str, str], workspace: str | None
+) -> dict[str, str]:
+    """The topics the sidebar offers: each topic that counts under itself, of the chosen
+    workspace (None: of every workspace shown) -> its label."""
+    return {
+        key: label
+        for key, label in labels.items()
+        if key in choices and (workspace is None or choices[key].workspace_id == workspace)
+    }
+
+
+def _topic_label(
+    key: str,
+    choices: dict[str, TopicChoice],
+    offered: dict[str, str],
+    names: dict[str, str],
+    several: bool,
+) -> str:
+    """How the sidebar names a topic: its label, after its workspace's name when the
+    topics of several workspaces are offered."""
+    label = offered.get(key, key)
+    if not several or key not in choices:
+        return label
+    ws = choices[key].workspace_id
+    return f"{names.get(ws, ws)}: {label}"
 
 
 def _url_notes(f: Filters) -> None:
@@ -571,10 +685,17 @@ def chart_with_drill(chart: Any, key: str, kind: str, f: Filters) -> None:
 
 
 def open_conversations(drill: Drill, f: Filters) -> None:
-    """Switch to the Conversations page showing the drill's slice."""
+    """Switch to the Conversations page showing the drill's slice (and the channels or
+    topics it picked)."""
     target = replace(f, channels=drill.channels if drill.channels is not None else f.channels)
     if drill.channels is not None:  # the sidebar takes it before drawing its widget
         st.session_state["_pending_channels"] = list(drill.channels)
+    if drill.topics is not None:
+        snap = snapshot()
+        choices = topic_options(snap).choices if snap is not None else {}
+        picked = tuple(dict.fromkeys(choices[k] for k in drill.topics if k in choices))
+        target = replace(target, topics=picked)
+        st.session_state["_pending_topics"] = [c.key for c in picked]
     values = {**filters_to_params(target), **slice_to_params(drill.slice)}
     st.switch_page("app_pages/conversations.py", query_params=values)
 
@@ -585,10 +706,12 @@ __all__ = [
     "SLICE_PARAMS",
     "WORKSPACES_ENV",
     "ZONES",
+    "TopicOptions",
     "Whole",
     "app_settings",
     "chart_with_drill",
     "connection",
+    "curations_store",
     "download",
     "filters",
     "known",
@@ -604,5 +727,7 @@ __all__ = [
     "show_table",
     "sidebar_filters",
     "snapshot",
+    "topic_options",
+    "topic_store_key",
     "write_params",
 ]

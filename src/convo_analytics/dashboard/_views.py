@@ -13,8 +13,9 @@ never an error, and each such change comes back as a note the page shows
 ``_text.plain`` (decision D-DASH-TEXT).
 
 Query parameters: ``from``, ``to`` (YYYY-MM-DD), ``tz``, ``channel``
-(repeated) and ``workspace`` (its id; a name is accepted too) for every
-page; on Conversations ``day``, ``basis``, ``locale``, ``intent``,
+(repeated), ``workspace`` (its id; a name is accepted too) and ``topic``
+(repeated: a topic's number in the chosen workspace, or ``workspace:number``)
+for every page; on Conversations ``day``, ``basis``, ``locale``, ``intent``,
 ``source``, ``status`` (repeated), ``escalated``, ``flagged``, ``flag``,
 ``tier``, ``band``, ``below``, ``step``, ``q``, ``page`` and ``conversation``;
 on Explore ``notebook``.
@@ -30,7 +31,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from convo_analytics.dashboard._format import is_enum, name_text
-from convo_analytics.dashboard._queries import STATUSES, Filters
+from convo_analytics.dashboard._queries import STATUSES, Filters, TopicChoice, topic_key
 from convo_analytics.dashboard._text import plain
 from convo_analytics.transform import STEPS
 
@@ -193,13 +194,16 @@ def _channels(params: Params) -> tuple[str, ...]:
 @dataclass(frozen=True, slots=True)
 class Known:
     """What a URL's filters are checked against: the data's first and last day, its
-    channels, its workspaces (id -> name) and the time zones the dashboard offers."""
+    channels, its workspaces (id -> name), the time zones the dashboard offers and its
+    topics: each topic's key (``workspace:number``, a merged topic's too) -> the topic it
+    counts under."""
 
     first_day: date
     last_day: date
     channels: tuple[str, ...] = ()
     workspaces: Mapping[str, str] | None = None
     zones: tuple[str, ...] = ("UTC",)
+    topics: Mapping[str, TopicChoice] | None = None
 
 
 def default_filters(first_day: date, last_day: date) -> Filters:
@@ -242,7 +246,8 @@ def filters_from_url(params: Params, known: Known) -> tuple[Filters, list[str]]:
     Days outside the data are clamped to its first or last day; a value that is not
     a day is ignored; a range whose start is after its end is the default range. A
     channel the data does not hold is dropped, as are a workspace it does not hold
-    (all workspaces) and a time zone the dashboard does not offer (UTC).
+    (all workspaces), a time zone the dashboard does not offer (UTC) and a topic that is
+    not one of the chosen workspace's; a topic merged into another reads as that one.
     """
     notes: list[str] = []
     default = default_filters(known.first_day, known.last_day)
@@ -278,7 +283,51 @@ def filters_from_url(params: Params, known: Known) -> tuple[Filters, list[str]]:
         if workspace is None:
             notes.append(f"{_said('workspace', wanted_ws)}: the data has no such workspace; "
                          "showing all workspaces.")  # fmt: skip
-    return Filters(first, last, tz, channels, workspace), notes
+    topics: dict[str, TopicChoice] = {}
+    for text in dict.fromkeys(v.strip() for v in params.get("topic") or () if v.strip()):
+        choice = _topic_of(text, workspace, known, notes)
+        if choice is not None:
+            topics.setdefault(choice.key, choice)
+    return Filters(first, last, tz, channels, workspace, tuple(topics.values())), notes
+
+
+#: A topic number in a URL has at most this many digits.
+_TOPIC_DIGITS = 9
+
+
+def _topic_of(
+    text: str, workspace: str | None, known: Known, notes: list[str]
+) -> TopicChoice | None:
+    """The topic ``?topic=text`` names (``number`` in the chosen workspace, or in the only
+    workspace with topics; ``workspace:number``, the workspace by id or name), or None
+    with a note saying why it was dropped."""
+    topics = known.topics or {}
+    named, colon, number = text.rpartition(":")
+    if not _DIGITS.fullmatch(number) or len(number) > _TOPIC_DIGITS:
+        notes.append(f"{_said('topic', text)} is not a topic (its number, or "
+                     "workspace:number): ignored.")  # fmt: skip
+        return None
+    holders = sorted({c.workspace_id for c in topics.values()})
+    if colon:
+        ws = _workspace_of(known.workspaces or {}, named)
+        ws = ws if ws is not None else named if named in holders else None
+    else:
+        ws = workspace if workspace is not None else holders[0] if len(holders) == 1 else None
+        if ws is None:
+            notes.append(f"{_said('topic', text)}: name its workspace too "
+                         "(workspace:number): ignored.")  # fmt: skip
+            return None
+    if ws is None or (workspace is not None and ws != workspace):
+        notes.append(f"{_said('topic', text)} is not a topic of the chosen workspace: ignored.")
+        return None
+    choice = topics.get(topic_key(ws, int(number)))
+    if choice is None:
+        notes.append(f"{_said('topic', text)}: the data has no such topic: ignored.")
+        return None
+    if choice.topic_id != int(number):
+        notes.append(f"{_said('topic', text)}: topic {int(number)} is merged into topic "
+                     f"{choice.topic_id}: showing that one.")  # fmt: skip
+    return choice
 
 
 def filters_to_params(f: Filters) -> dict[str, str | list[str]]:
@@ -289,6 +338,9 @@ def filters_to_params(f: Filters) -> dict[str, str | list[str]]:
         out["channel"] = list(f.channels)
     if f.workspace is not None:
         out["workspace"] = f.workspace
+    if f.topics:  # a number in the chosen workspace, else workspace:number
+        out["topic"] = [str(c.topic_id) if c.workspace_id == f.workspace else c.key
+                        for c in f.topics]  # fmt: skip
     return out
 
 
@@ -426,11 +478,13 @@ def _as_day(value: Any) -> date | None:
 
 @dataclass(frozen=True, slots=True)
 class Drill:
-    """Where a click on a chart leads: a slice of conversations, and the channels to show
-    when the click picked a channel (channels are a global filter, so the view keeps them)."""
+    """Where a click on a chart leads: a slice of conversations, and the channels (or the
+    topics, by key: ``workspace:number``) to show when the click picked one (channels and
+    topics are global filters, so the view keeps them)."""
 
     slice: Slice
     channels: tuple[str, ...] | None = None
+    topics: tuple[str, ...] | None = None
 
 
 def drill_from_selection(picked: Mapping[str, Any], chart: str) -> Drill | None:
@@ -440,6 +494,11 @@ def drill_from_selection(picked: Mapping[str, Any], chart: str) -> Drill | None:
         return None
     if chart == "breakdown" and "channel" in picked:
         return Drill(Slice(), (str(picked["channel"]),))
+    if "topic_key" in picked:  # a topic's bar, or its line on a day
+        if not picked["topic_key"]:  # conversations without a topic: no topic to keep
+            return None
+        day = _as_day(picked.get("date")) if chart == "topic_trend" else None
+        return Drill(Slice(day=day), topics=(str(picked["topic_key"]),))
     found = _slice_of(picked, chart)
     return Drill(found) if found is not None else None
 

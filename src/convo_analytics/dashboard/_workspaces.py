@@ -18,7 +18,13 @@ from dataclasses import replace
 import duckdb
 import polars as pl
 
-from convo_analytics.dashboard._queries import Filters, cube_of, has_column, in_workspace
+from convo_analytics.dashboard._queries import (
+    Filters,
+    cube_of,
+    has_column,
+    in_workspace,
+    topic_rows,
+)
 from convo_analytics.transform import Cube, in_range, metrics_table
 from convo_analytics.transform._frames import read_frame
 from convo_analytics.transform._incidents import day_bounds
@@ -109,15 +115,18 @@ def mean_latency_ms(cube: Cube) -> float | None:
 
 
 def _leads(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str | None, int]:
-    """Conversations started in the range with a lead, per workspace (None: all)."""
+    """Conversations started in the range with a lead, per workspace (None: all), of the
+    chosen channels and topics."""
+    topic = "topic" if f.topics else "NULL::VARCHAR AS topic"  # a snapshot from before topics
     facts = read_frame(
         con,
-        "SELECT workspace_id, channel, started_at, lead_id FROM mart_conversations "
+        f"SELECT workspace_id, channel, {topic}, started_at, lead_id FROM mart_conversations "
         "WHERE started_at >= ?::TIMESTAMPTZ AND started_at < ?::TIMESTAMPTZ",
         list(day_bounds(f.first, f.last)),
     )
     if f.channels:
         facts = facts.filter(pl.col("channel").is_in(list(f.channels)))
+    facts = facts.filter(topic_rows(f.topics))
     started = in_range(facts, f.first, f.last, f.tz).filter(pl.col("lead_id").is_not_null())
     counts: dict[str | None, int] = {
         ws: int(n) for ws, n in started.group_by("workspace_id").len().iter_rows()
@@ -129,13 +138,16 @@ def _leads(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str | None, int]:
 def compare_workspaces(
     con: duckdb.DuckDBPyConnection, f: Filters, only: tuple[str, ...] | None = None
 ) -> pl.DataFrame:
-    """The main KPIs of every workspace for the filters' range and channels, one row each
-    (ordered by name), and a last row of all of them together (``workspace_id`` NULL).
+    """The main KPIs of every workspace for the filters' range, channels and topics, one
+    row each (ordered by name), and a last row of all of them together (``workspace_id``
+    NULL).
 
     Every workspace is compared whatever workspace the filters choose; with ``only`` (a
     dashboard started for some workspaces), those alone, and the last row is theirs.
+    Chosen topics keep their own workspace's rows (a workspace none of them is of shows
+    nothing).
     """
-    everything = Filters(f.first, f.last, f.tz, f.channels)
+    everything = Filters(f.first, f.last, f.tz, f.channels, topics=f.topics)
     cube = cube_of(con, everything)
     leads = _leads(con, everything)
     names = workspace_names(con)
