@@ -402,3 +402,26 @@ def test_the_gap_report_lists_the_intents_left_without_sources_first(
     verdicts = dict(zip(report["topic_id"].to_list(), report["verdict"].to_list(), strict=True))
     missing = [t for t in ranked[:10] if verdicts[t] == "missing content"]
     assert missing and all(share(t) > 0.5 for t in missing)
+
+
+def test_all_user_messages_place_a_conversation_when_asked(tmp_path: Path) -> None:
+    from convo_analytics.topics import place_topics
+
+    db = tmp_path / "w.duckdb"
+    _tiny_warehouse(db, [("ws_a", f"c{i}", "en", f"hello {i}") for i in range(12)])
+    con = duckdb.connect(str(db))
+    con.executemany(
+        "INSERT INTO messages (workspace_id, conversation_id, id, position, role, text) "
+        "VALUES ('ws_a', ?, ?, ?, ?, ?)",
+        [(f"c{i}", f"c{i}-{p}", p, role, f"{role} {p} of {i}")
+         for i in range(12) for p, role in ((1, "assistant"), (2, "user"))],
+    )  # fmt: skip
+    for messages, expected in (("first", "hello 3"), ("all", "hello 3\n\nuser 2 of 3")):
+        con.execute("BEGIN")
+        place_topics(con, TopicConfig(min_conversations=5, messages=messages), "t", None)
+        con.execute("COMMIT")
+        text = con.execute(
+            "SELECT text FROM conversation_topics WHERE conversation_id = 'c3'"
+        ).fetchall()
+        assert text == [(expected,)]
+    con.close()

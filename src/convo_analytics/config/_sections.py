@@ -414,6 +414,14 @@ class TopicsSettings(Section):
         "user message (before that, their topic is 'unknown').",
         ge=2,
     )
+    messages: Str = setting(
+        "first",
+        "What places a conversation in a topic: its first user message, or all its user "
+        "messages (joined; the first 2,000 characters). After changing it, run "
+        "`convo topics rediscover`.",
+        pattern=r"first|all",
+        pattern_help="first or all",
+    )
     curations_file: PathOrNone = setting(
         "data/app-state/topic_curations.jsonl",
         "The app's own store of topic renames, merges, splits and pins (the dashboard and "

@@ -61,6 +61,8 @@ class TopicConfig:
     min_conversations: int = 500
     #: The app-state store of curations (None: no curations).
     curations_path: Path | None = None
+    #: What a conversation is placed by: its first user message, or all of them ("all").
+    messages: str = "first"
     #: Workspaces to cluster again (``convo topics rediscover``); "*" for every one.
     rediscover: tuple[str, ...] = ()
     seed: int = 0
@@ -97,7 +99,7 @@ def place_topics(
     step = TopicStep()
     if not config.enabled:
         return step
-    _read_texts(con, candidates)
+    _read_texts(con, candidates, every_message=config.messages == "all")
     try:
         placed = _store_texts(con, transform_run_id)
         curations = (
@@ -134,8 +136,11 @@ def place_topics(
     return step
 
 
-def _read_texts(con: duckdb.DuckDBPyConnection, candidates: str | None) -> None:
-    """``_topic_texts``: each candidate's first user message and language."""
+def _read_texts(
+    con: duckdb.DuckDBPyConnection, candidates: str | None, *, every_message: bool = False
+) -> None:
+    """``_topic_texts``: each candidate's first user message (or all its user messages in
+    order, joined by a blank line) and language."""
     scope = (
         "TRUE"
         if candidates is None
@@ -151,7 +156,12 @@ def _read_texts(con: duckdb.DuckDBPyConnection, candidates: str | None) -> None:
         f"""CREATE OR REPLACE TEMP TABLE {_TEXTS} AS
         WITH firsts AS (
             SELECT workspace_id, conversation_id,
-                   arg_min(text, position) AS text, arg_min(locale, position) AS locale
+                   {
+            "string_agg(text, chr(10) || chr(10) ORDER BY position)"
+            if every_message
+            else "arg_min(text, position)"
+        } AS text,
+                   arg_min(locale, position) AS locale
             FROM messages
             WHERE role = 'user' AND trim(coalesce(text, '')) <> '' AND {m_scope}
             GROUP BY ALL)

@@ -83,6 +83,7 @@ def topic_config(settings: Settings, rediscover: tuple[str, ...] = ()) -> TopicC
     return TopicConfig(
         enabled=settings.topics.enabled,
         min_conversations=settings.topics.min_conversations,
+        messages=settings.topics.messages,
         curations_path=settings.topics.curations_file,
         rediscover=rediscover,
     )
