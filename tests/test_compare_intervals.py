@@ -181,6 +181,14 @@ def test_a_tail_percentile_of_few_observations_has_no_upper_bound() -> None:
     assert percentile({1.0: 5}, 0.01).low == -math.inf
 
 
+def test_an_interpolated_estimate_past_a_bound_widens_the_interval() -> None:
+    """The p0.5 of five: x(1) bounds it above with 97.5 % (0.995^5), but the
+    interpolated estimate lies a little past x(1); the interval is widened to hold it."""
+    interval = percentile({10.0: 1, 20.0: 1, 30.0: 1, 40.0: 1, 50.0: 1}, 0.005)
+    assert interval.estimate == pytest.approx(10.2)
+    assert (interval.low, interval.high) == (-math.inf, interval.estimate)
+
+
 def test_a_lower_level_gives_a_narrower_interval() -> None:
     wide, narrow = _bounds(wilson(30, 100)), _bounds(wilson(30, 100, level=0.8))
     assert wide[0] < narrow[0] < narrow[1] < wide[1]
@@ -233,6 +241,7 @@ def test_no_successes_and_all_successes_reach_the_ends_exactly() -> None:
         lambda: newcombe(1, 2, 3, 2),
         lambda: wilson(1, 4, level=1.0),
         lambda: wilson(1, 4, level=0.0),
+        lambda: wilson(0, 0, level=1.0),
         lambda: wilson(0, 0, level=float("nan")),
         lambda: poisson_rate(-1, 10),
         lambda: poisson_rate_ratio(1, -1, 1, 1),

@@ -142,8 +142,9 @@ def percentile(histogram: HistogramLike, q: float, level: float = 0.95) -> Inter
     The interval runs between two order statistics of the observations (ranks from
     the binomial distribution, :func:`_order_ranks`): exact for every continuous
     distribution, conservative with ties. A bound is infinite when too few
-    observations lie beyond the quantile to bound it (a p99 of fewer than 367
-    observations has no upper bound at 95 %). Undefined for an empty histogram.
+    observations lie beyond the quantile to bound it (a p99 of fewer than 368
+    observations has no upper bound at 95 %). The interval always holds the
+    estimate. Undefined for an empty histogram.
     """
     hist = Histogram.of(histogram)
     _check_quantile(q)
@@ -155,6 +156,9 @@ def percentile(histogram: HistogramLike, q: float, level: float = 0.95) -> Inter
     low_rank, high_rank = _order_ranks(n, q, level)
     low = hist.order_statistic(low_rank) if low_rank >= 1 else -math.inf
     high = hist.order_statistic(high_rank) if high_rank <= n else math.inf
+    # an interpolated estimate can fall past a bound (a few observations at a low
+    # level); the interval is widened to hold it, which keeps its coverage
+    low, high = min(low, estimate), max(high, estimate)
     return Interval(estimate, low, high, n, ORDER_STATISTICS, level, small_sample=n < MIN_SAMPLE)
 
 
