@@ -246,11 +246,13 @@ def test_no_successes_and_all_successes_reach_the_ends_exactly() -> None:
         lambda: poisson_rate(-1, 10),
         lambda: poisson_rate_ratio(1, -1, 1, 1),
         lambda: percentile({1.0: 1}, 1.5),
+        lambda: percentile_difference({1.0: 1}, {2.0: 1}, 1.5),
         lambda: percentile({1.0: -1}, 0.5),
         lambda: percentile({float("nan"): 1}, 0.5),
         lambda: percentile_difference({1.0: 1}, {1.0: 1}, 0.5, resamples=0),
         lambda: percentile_difference({1.0: 1}, {1.0: 1}, 0.5, resamples=MAX_RESAMPLES + 1),
         lambda: standardised_difference({"a": (3, 2)}, {"a": (1, 2)}),
+        lambda: standardised_difference({"a": (3, 2), "b": (0, 10)}, {"b": (1, 10)}),
         lambda: compare(SideCounts(), SideCounts(), level=2.0),
     ],
 )

@@ -10,6 +10,7 @@ difference means B's figure is higher.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -149,9 +150,8 @@ class Comparison:
 
 
 def _count(side: SideCounts, name: str) -> int:
-    value = getattr(side, name)
-    assert isinstance(value, int)
-    return value
+    """A count of the side as a Python int (numpy and polars integers included)."""
+    return operator.index(getattr(side, name))
 
 
 def _by_topic(side: SideCounts, kpi: Kpi) -> dict[str, tuple[int, int]]:
