@@ -233,31 +233,62 @@ def test_no_successes_and_all_successes_reach_the_ends_exactly() -> None:
     assert wilson(0, 20).high == pytest.approx(0.1611, abs=1e-4)
 
 
+EXCEEDS, NEGATIVE, LEVEL = "cannot exceed trials", "cannot be negative", "confidence level"
+QUANTILE, RESAMPLES = "a quantile is between", "resamples is between"
+
+
 @pytest.mark.parametrize(
-    "call",
+    ("call", "message"),
     [
-        lambda: wilson(5, 4),
-        lambda: wilson(-1, 4),
-        lambda: newcombe(1, 2, 3, 2),
-        lambda: wilson(1, 4, level=1.0),
-        lambda: wilson(1, 4, level=0.0),
-        lambda: wilson(0, 0, level=1.0),
-        lambda: wilson(0, 0, level=float("nan")),
-        lambda: poisson_rate(-1, 10),
-        lambda: poisson_rate_ratio(1, -1, 1, 1),
-        lambda: percentile({1.0: 1}, 1.5),
-        lambda: percentile_difference({1.0: 1}, {2.0: 1}, 1.5),
-        lambda: percentile({1.0: -1}, 0.5),
-        lambda: percentile({float("nan"): 1}, 0.5),
-        lambda: percentile_difference({1.0: 1}, {1.0: 1}, 0.5, resamples=0),
-        lambda: percentile_difference({1.0: 1}, {1.0: 1}, 0.5, resamples=MAX_RESAMPLES + 1),
-        lambda: standardised_difference({"a": (3, 2)}, {"a": (1, 2)}),
-        lambda: standardised_difference({"a": (3, 2), "b": (0, 10)}, {"b": (1, 10)}),
-        lambda: compare(SideCounts(), SideCounts(), level=2.0),
+        (lambda: wilson(5, 4), EXCEEDS),
+        (lambda: wilson(-1, 4), NEGATIVE),
+        (lambda: newcombe(1, 2, 3, 2), EXCEEDS),
+        (lambda: wilson(1, 4, level=1.0), LEVEL),
+        (lambda: wilson(1, 4, level=0.0), LEVEL),
+        (lambda: wilson(0, 0, level=1.0), LEVEL),
+        (lambda: wilson(0, 0, level=float("nan")), LEVEL),
+        (lambda: poisson_rate(-1, 10), NEGATIVE),
+        (lambda: poisson_rate_ratio(1, -1, 1, 1), NEGATIVE),
+        (lambda: percentile({1.0: 1}, 1.5), QUANTILE),
+        (lambda: percentile_difference({1.0: 1}, {2.0: 1}, 1.5), QUANTILE),
+        (lambda: percentile({1.0: -1}, 0.5), "never negative"),
+        (lambda: percentile({float("nan"): 1}, 0.5), "cannot be NaN"),
+        (lambda: percentile_difference({1.0: 1}, {1.0: 1}, 0.5, resamples=0), RESAMPLES),
+        (
+            lambda: percentile_difference({1.0: 1}, {1.0: 1}, 0.5, resamples=MAX_RESAMPLES + 1),
+            RESAMPLES,
+        ),
+        (lambda: standardised_difference({"a": (3, 2)}, {"a": (1, 2)}), EXCEEDS),
+        (
+            lambda: standardised_difference({"a": (3, 2), "b": (0, 10)}, {"b": (1, 10)}),
+            EXCEEDS,
+        ),
+        (lambda: compare(SideCounts(), SideCounts(), level=2.0), LEVEL),
+    ],
+    ids=[
+        "wilson-k-over-n",
+        "wilson-negative",
+        "newcombe-k-over-n",
+        "level-1",
+        "level-0",
+        "level-1-empty",
+        "level-nan",
+        "rate-negative",
+        "ratio-negative-exposure",
+        "percentile-q",
+        "bootstrap-q",
+        "histogram-negative",
+        "histogram-nan",
+        "resamples-0",
+        "resamples-max",
+        "standardised-k-over-n",
+        "standardised-topic-k-over-n",
+        "compare-level",
     ],
 )
-def test_impossible_inputs_are_refused(call: Callable[[], object]) -> None:
-    with pytest.raises(ValueError):
+def test_impossible_inputs_are_refused(call: Callable[[], object], message: str) -> None:
+    """A caller's bug, refused by the check meant for it (not by a later math error)."""
+    with pytest.raises(ValueError, match=message):
         call()
 
 
@@ -561,6 +592,12 @@ def test_compare_gives_every_kpi_its_intervals_and_b_minus_a() -> None:
     assert not any(row.small_sample for row in result.kpis)
     with pytest.raises(KeyError):
         result["no such kpi"]
+
+
+def test_compare_reads_counts_of_numpy_and_polars_integers() -> None:
+    """Sums read from the marts arrive as numpy integers; they are counts all the same."""
+    a = SideCounts(conversations=np.int64(400), resolved=np.int64(240))  # type: ignore[arg-type]
+    assert compare(a, _side(500, 250, 150))["resolution_rate"].a == wilson(240, 400)
 
 
 def test_compare_flags_a_side_under_the_minimum_sample() -> None:
