@@ -35,7 +35,7 @@ def _publish(db: Path, folder: Path) -> None:
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     folder = tmp_path_factory.mktemp("dashboard")
-    with populated_sandbox(folder, 300, ("UTC",)) as (_running, db):
+    with populated_sandbox(folder, 300, ("UTC",), 100) as (_running, db):
         _publish(db, folder / "published")
         yield folder / "published"
 
