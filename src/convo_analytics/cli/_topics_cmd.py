@@ -218,20 +218,6 @@ def merge(
     _curate(ctx, db, Curation(workspace or "", "merge", topic, target_topic_id=into), as_json)
 
 
-@topics_app.command("unmerge")
-def unmerge(
-    ctx: typer.Context,
-    topic: TopicArgument,
-    workspace: WorkspaceOption = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Undo the merge of topic TOPIC (its id): it counts on its own again."""
-    from convo_analytics.topics import Curation
-
-    _curate(ctx, db, Curation(workspace or "", "unmerge", topic), as_json)
-
-
 @topics_app.command("split")
 def split(
     ctx: typer.Context,
@@ -255,32 +241,29 @@ def split(
     )
 
 
-@topics_app.command("pin")
-def pin(
-    ctx: typer.Context,
-    topic: TopicArgument,
-    workspace: WorkspaceOption = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Pin topic TOPIC (its id): rediscovery keeps it and its conversations as they are."""
-    from convo_analytics.topics import Curation
+def _one_topic_command(action: str, doc: str) -> None:
+    """A curation naming one topic and nothing else (unmerge, pin, unpin)."""
 
-    _curate(ctx, db, Curation(workspace or "", "pin", topic), as_json)
+    def command(
+        ctx: typer.Context,
+        topic: TopicArgument,
+        workspace: WorkspaceOption = None,
+        db: DbOption = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        from convo_analytics.topics import Curation
+
+        _curate(ctx, db, Curation(workspace or "", action, topic), as_json)  # type: ignore[arg-type]
+
+    command.__doc__ = doc
+    topics_app.command(action)(command)
 
 
-@topics_app.command("unpin")
-def unpin(
-    ctx: typer.Context,
-    topic: TopicArgument,
-    workspace: WorkspaceOption = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Unpin topic TOPIC (its id)."""
-    from convo_analytics.topics import Curation
-
-    _curate(ctx, db, Curation(workspace or "", "unpin", topic), as_json)
+_one_topic_command("unmerge", "Undo the merge of topic TOPIC (its id): it counts on its own again.")
+_one_topic_command(
+    "pin", "Pin topic TOPIC (its id): rediscovery keeps it and its conversations as they are."
+)
+_one_topic_command("unpin", "Unpin topic TOPIC (its id).")
 
 
 @topics_app.command("rediscover")

@@ -35,7 +35,7 @@ __all__ = [
     "append_curation",
     "apply_curations",
     "read_curations",
-    "split_matcher",
+    "split_regex",
 ]
 
 Action = Literal["rename", "merge", "unmerge", "split", "pin", "unpin"]
@@ -189,10 +189,12 @@ def append_curation(path: Path, curation: Curation) -> Curation:
     return stamped
 
 
-def split_matcher(pattern: str) -> re.Pattern[str]:
-    """What a split matches: the words of ``pattern`` in order, as whole words, any case."""
+def split_regex(pattern: str) -> str:
+    """What a split matches, as a regular expression DuckDB (RE2) runs: the words of
+    ``pattern`` in order, as whole words (letters, digits and _ make a word), any case."""
     words = [re.escape(w) for w in pattern.split()]
-    return re.compile(r"(?<!\w)" + r"\W+".join(words) + r"(?!\w)", re.IGNORECASE)
+    edge = r"[^\pL\pN_]"
+    return f"(?i)(^|{edge})" + rf"{edge}+".join(words) + f"({edge}|$)"
 
 
 @dataclass(slots=True)

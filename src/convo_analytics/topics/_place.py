@@ -29,7 +29,12 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from convo_analytics.topics._curations import Curation, apply_curations, read_curations
+from convo_analytics.topics._curations import (
+    Curation,
+    apply_curations,
+    read_curations,
+    split_regex,
+)
 from convo_analytics.topics._discover import OTHER_ID, OTHER_LABEL, discover_topics, place_texts
 from convo_analytics.warehouse._topic_tables import (
     CONVERSATION_TOPICS,
@@ -444,15 +449,6 @@ def _assign(con: duckdb.DuckDBPyConnection, ws: str, run_id: str) -> None:
     _write_placements(con, ws, update, "assignment", run_id)
 
 
-def _split_regex(pattern: str) -> str:
-    """RE2 (DuckDB) form of :func:`split_matcher`: the words in order, whole, any case."""
-    import re
-
-    words = [re.escape(w) for w in pattern.split()]
-    edge = r"[^\pL\pN_]"
-    return f"(?i)(^|{edge})" + rf"{edge}+".join(words) + f"({edge}|$)"
-
-
 def _apply_splits(
     con: duckdb.DuckDBPyConnection, ws: str, curations: list[Curation], run_id: str
 ) -> None:
@@ -492,7 +488,7 @@ def _apply_splits(
             f"""UPDATE {CONVERSATION_TOPICS.name} SET topic_id = ?, assigned_by = 'split',
                     transform_run_id = ?
                 WHERE workspace_id = ? AND topic_id = ? AND regexp_matches(text, ?)""",
-            [split_id, run_id, ws, c.topic_id, _split_regex(c.pattern)],
+            [split_id, run_id, ws, c.topic_id, split_regex(c.pattern)],
         )
 
 

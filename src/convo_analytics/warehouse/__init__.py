@@ -9,11 +9,11 @@ from convo_analytics.warehouse._connection import (
     open_warehouse,
     read_bookmark,
     require_existing,
-    transaction,
     write_bookmark,
 )
 from convo_analytics.warehouse._load import WHOLE_BODY, PageCounts, RecordPaths
 from convo_analytics.warehouse._tables import Column, Table
+from convo_analytics.warehouse._transaction import transaction
 
 __all__ = [
     "ALL_TABLES",

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from convo_analytics.warehouse._runs import PIPELINE_RUNS
 from convo_analytics.warehouse._tables import ALL_TABLES as SOURCE_TABLES
 from convo_analytics.warehouse._tables import REKEYED_IN_6, SCHEMA_VERSION, Column, Table
 from convo_analytics.warehouse._topic_tables import TOPIC_TABLES
+from convo_analytics.warehouse._transaction import transaction
 
 #: Every table of the warehouse: what extract and ingest load, the ingest's own, the marts.
 ALL_TABLES = (*SOURCE_TABLES, *INGEST_TABLES, *MART_TABLES, *TOPIC_TABLES, PIPELINE_RUNS)
@@ -186,17 +186,6 @@ def _compressed_as_spec(table: Table, sql: str) -> bool:
         if not re.search(rf'[(,]\s*"?{re.escape(c.name)}"?\s[^,]*?{declared}', sql, re.I):
             return False
     return True
-
-
-@contextmanager
-def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
-    con.execute("BEGIN TRANSACTION")
-    try:
-        yield con
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
 
 
 def read_bookmark(

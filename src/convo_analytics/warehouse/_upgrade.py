@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import duckdb
 
-from convo_analytics.warehouse._connection import transaction
 from convo_analytics.warehouse._load import _replace_children
 from convo_analytics.warehouse._shape import DEFAULT_SHAPE
 from convo_analytics.warehouse._sql import _ident, _quoted_structure
 from convo_analytics.warehouse._tables import EVENT_KEYS, event_workspace
+from convo_analytics.warehouse._transaction import transaction
 
 
 def backfill_detail_children(con: duckdb.DuckDBPyConnection) -> None:
