@@ -196,6 +196,23 @@ def transform(ctx: RunContext) -> dict[str, Any]:
     }
 
 
+def monitors(ctx: RunContext) -> dict[str, Any]:
+    """Judge every monitor's new windows against its baseline or threshold, store them in
+    monitor_evaluations, and send each episode's alert and resolve notice through the
+    notification channels (a failed delivery is retried next run, never fails the step)."""
+    from convo_analytics.monitors import run_monitors
+
+    return run_monitors(ctx.settings, ctx.db_path, ctx.run_id)
+
+
+def check_monitors(settings: Settings) -> None:
+    """Every monitor's table, metric, time zone and filters, and the dashboard's store."""
+    from convo_analytics.monitors import load_monitors
+
+    if settings.get_bool("monitoring.enabled"):
+        load_monitors(settings)
+
+
 def check_transform(settings: Settings) -> None:
     """The time zones days are cut in."""
     from convo_analytics.transform import SETTING_ZONES, transform_config
@@ -320,6 +337,7 @@ STEPS = [
     Step("extract", extract, extract.__doc__ or "", check_extract),
     Step("webhook_ingest", webhook_ingest, webhook_ingest.__doc__ or "", check_ingest),
     Step("transform", transform, transform.__doc__ or "", check_transform),
+    Step("monitors", monitors, monitors.__doc__ or "", check_monitors),
     Step("exports", exports, exports.__doc__ or ""),
     Step("retention", retention, retention.__doc__ or ""),
     Step("publish", publish, publish.__doc__ or ""),

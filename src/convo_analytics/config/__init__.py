@@ -31,6 +31,12 @@ from convo_analytics.config._model import (
     generic_env_var,
     setting,
 )
+from convo_analytics.config._monitor_tables import (
+    MONITOR_NAME,
+    MonitorFilters,
+    MonitorSpec,
+    monitor_problems,
+)
 from convo_analytics.config._secret import MASK, Secret
 from convo_analytics.config._settings import Resolved, Settings
 from convo_analytics.config._sources import (
@@ -59,12 +65,15 @@ __all__ = [
     "DEFAULT_CONFIG_NAME",
     "DEFAULT_WORKSPACE",
     "MASK",
+    "MONITOR_NAME",
     "REGISTRY",
     "SETTINGS",
     "ApiKeyAuth",
     "ConfigError",
     "ConfigLocation",
     "Kind",
+    "MonitorFilters",
+    "MonitorSpec",
     "OAuthAuth",
     "Registry",
     "Resolved",
@@ -80,6 +89,7 @@ __all__ = [
     "load_settings",
     "load_workspaces",
     "masked_url",
+    "monitor_problems",
     "select_workspaces",
     "serve_tokens",
     "setting",

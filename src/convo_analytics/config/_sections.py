@@ -29,6 +29,7 @@ __all__ = [
     "ExportSettings",
     "ExtractSettings",
     "LakeSettings",
+    "MonitoringSettings",
     "NotifySettings",
     "PublishSettings",
     "ReadSettings",
@@ -711,4 +712,39 @@ class NotifySettings(Section):
         "data/app-state/deliveries.jsonl",
         "The delivery log: each notification, and every attempt to deliver it (JSON lines, "
         "append-only, with lock files beside it; never a secret).",
+    )
+
+
+class MonitoringSettings(Section):
+    """Monitors (issue 28): where the dashboard keeps the ones it makes, how far back a new
+    monitor judges, which alerts still go out, and where their links point. The monitors
+    themselves are ``[[monitors]]`` tables (docs/configuration.md, "Monitors")."""
+
+    enabled: Bool = setting(
+        True, "Evaluate the monitors after every transform of `convo run` (the monitors step)."
+    )
+    store_file: PathOrNone = setting(
+        "data/app-state/monitors.jsonl",
+        "The app's own store of monitors made or edited in the dashboard (JSON lines, "
+        "append-only, with a lock file beside it); the run reads it with [[monitors]].",
+    )
+    lookback_days: Int = setting(
+        90,
+        "A monitor's windows are judged back to this many days before today (a new or "
+        "changed monitor's history, a run after days without one).",
+        ge=1,
+        le=3660,
+    )
+    notify_within_days: Int = setting(
+        7,
+        "An alert or resolve notice is sent only for a window that ended at most this many "
+        "days ago (older ones, e.g. of a new monitor's history, are stored, not sent).",
+        ge=0,
+        le=3660,
+    )
+    dashboard_url: Str = setting(
+        "http://127.0.0.1:8501",
+        "The dashboard's address, for the links in alerts (the slice and day of a change).",
+        pattern=r"https?://\S+",
+        pattern_help="an http:// or https:// URL",
     )

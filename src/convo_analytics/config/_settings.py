@@ -26,6 +26,7 @@ from convo_analytics.config._model import (
     SourcedSettings,
     describe,
 )
+from convo_analytics.config._monitor_tables import MonitorSpec
 from convo_analytics.config._secret import MASK, Secret
 from convo_analytics.config._sections import (
     AuthSettings,
@@ -33,6 +34,7 @@ from convo_analytics.config._sections import (
     ExportSettings,
     ExtractSettings,
     LakeSettings,
+    MonitoringSettings,
     NotifySettings,
     PublishSettings,
     ReadSettings,
@@ -94,8 +96,11 @@ class Settings(SourcedSettings):
     read: ReadSettings = Field(default_factory=ReadSettings)
     run: RunSettings = Field(default_factory=RunSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
+    monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
     #: ``[[workspaces]]``: one table a workspace (none: the flat settings are one workspace).
     workspaces: tuple[WorkspaceSpec, ...] = Field((), json_schema_extra={"tables": True})
+    #: ``[[monitors]]``: one table a monitor (those made in the dashboard live in its store).
+    monitors: tuple[MonitorSpec, ...] = Field((), json_schema_extra={"tables": True})
     #: ``[extract.streams.NAME]`` and ``[extract.fields]``: the service's endpoints as data.
     endpoints: SourceSpec = Field(
         default_factory=lambda: SourceSpec.model_validate({}), json_schema_extra={"tables": True}
@@ -219,9 +224,10 @@ class Settings(SourcedSettings):
         values: Mapping[str, object],
         origin: str,
         workspaces: tuple[WorkspaceSpec, ...] | None = None,
+        monitors: tuple[MonitorSpec, ...] | None = None,
     ) -> Settings:
         """These settings with ``values`` (typed, by dotted name) in place, each reported as a
-        flag from ``origin``; ``workspaces`` replaces the ``[[workspaces]]`` tables."""
+        flag from ``origin``; ``workspaces`` and ``monitors`` replace those tables."""
         sections: dict[str, dict[str, object]] = {}
         for name, value in values.items():
             setting = self.registry.get(name)
@@ -232,6 +238,8 @@ class Settings(SourcedSettings):
         }
         if workspaces is not None:
             update["workspaces"] = workspaces
+        if monitors is not None:
+            update["monitors"] = monitors
         new = self.model_copy(update=update)
         overlay = _Overlay({name: (Source.FLAG, origin) for name in values})
         return new.loaded(

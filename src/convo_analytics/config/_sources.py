@@ -16,7 +16,7 @@ import difflib
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from convo_analytics.config._model import (
     _path,
     describe,
 )
+from convo_analytics.config._monitor_tables import monitor_problems
 from convo_analytics.config._settings import Settings
 from convo_analytics.config._urls import masked_url, url_secret
 from convo_analytics.config._workspace_tables import workspace_problems
@@ -200,9 +201,10 @@ class EnvSource(_Layer):
 
 class TomlSource(_Layer):
     """convo.toml, read strictly (an integer is written as one), with the line of each value;
-    relative paths are the file's folder's. ``[[workspaces]]`` is checked here (one line a
-    problem) and given to the model's ``workspaces``; ``[extract.streams.NAME]`` and
-    ``[extract.fields]`` are kept in ``tables`` for the extractor's source model."""
+    relative paths are the file's folder's. ``[[workspaces]]`` and ``[[monitors]]`` are
+    checked here (one line a problem) and given to the model's fields of those names;
+    ``[extract.streams.NAME]`` and ``[extract.fields]`` are kept in ``tables`` for the
+    extractor's source model."""
 
     source = Source.FILE
     strict = True
@@ -211,6 +213,7 @@ class TomlSource(_Layer):
         super().__init__(settings_cls)
         self.tables: dict[str, dict[str, Any]] = {}
         self.workspaces: list[Any] = []
+        self.monitors: list[Any] = []
         self.path = location.path if location else None
         self.text = _read_text(location.path) if location else ""
         if location is None:
@@ -218,7 +221,9 @@ class TomlSource(_Layer):
         self.folder = location.path.parent
         for section, table in self._parse().items():
             if section == "workspaces" and isinstance(table, list):
-                self._workspaces(table)
+                self.workspaces = self._array(section, table, workspace_problems)
+            elif section == "monitors" and isinstance(table, list):
+                self.monitors = self._array(section, table, monitor_problems)
             elif section not in self.registry.sections:
                 raise ConfigError(self._unknown_section(section))
             elif not isinstance(table, dict):
@@ -235,23 +240,32 @@ class TomlSource(_Layer):
         self.check()
 
     def __call__(self) -> dict[str, Any]:
-        return {**self.data, "workspaces": self.workspaces} if self.workspaces else self.data
+        arrays = {"workspaces": self.workspaces, "monitors": self.monitors}
+        return {**self.data, **{name: specs for name, specs in arrays.items() if specs}}
 
-    def _workspaces(self, raw: list[Any]) -> None:
-        specs, problems = workspace_problems(raw)
+    def _array(
+        self,
+        section: str,
+        raw: list[Any],
+        validate: Callable[[list[Any]], tuple[list[Any], list[str]]],
+    ) -> list[Any]:
+        """An array of tables (``[[workspaces]]``, ``[[monitors]]``) validated by its own model,
+        each problem on one line with the line of its table's header."""
+        specs, problems = validate(raw)
         if problems:
-            # each [[workspaces]] header's line: problem "#N" is the N-th table's
+            # each [[section]] header's line: problem "#N" is the N-th table's
             lines = enumerate(self.text.splitlines(), start=1)
-            heads = [n for n, line in lines if re.match(r"\s*\[\[\s*workspaces\s*\]\]", line)]
+            header = re.compile(rf"\s*\[\[\s*{section}\s*\]\]")
+            heads = [n for n, line in lines if header.match(line)]
 
             def where(problem: str) -> str:
-                at = re.match(r"\[\[workspaces\]\] #(\d+)", problem)
+                at = re.match(rf"\[\[{section}\]\] #(\d+)", problem)
                 i = int(at.group(1)) - 1 if at else -1
                 return f"{self.path}:{heads[i]}" if 0 <= i < len(heads) else str(self.path)
 
             raise ConfigError("\n".join(f"{where(p)}: {p}" for p in problems))
-        self.workspaces = specs  # validated once: the model takes them as they are
-        self.found["workspaces"] = (self.source, self.where(None, "workspaces"))
+        self.found[section] = (self.source, self.where(None, section))
+        return specs  # validated once: the model takes them as they are
 
     def _parse(self) -> dict[str, Any]:
         try:

@@ -7,7 +7,7 @@ it in a thread (:class:`convo_analytics._serving.ServerThread`) in tests.
 
 from convo_analytics.sandbox._app import create_app
 from convo_analytics.sandbox._faults import FaultSettings
-from convo_analytics.sandbox._generate import HistorySpec, generate_history
+from convo_analytics.sandbox._generate import HistorySpec, Incident, generate_history
 from convo_analytics.sandbox._history_archive import write_history_archive
 from convo_analytics.sandbox._ratelimit import RateLimitPolicy
 from convo_analytics.sandbox._service import Sandbox, SandboxSettings
@@ -16,6 +16,7 @@ from convo_analytics.sandbox._summary import summarize
 __all__ = [
     "FaultSettings",
     "HistorySpec",
+    "Incident",
     "RateLimitPolicy",
     "Sandbox",
     "SandboxSettings",

@@ -126,6 +126,27 @@ ESCALATION_ROUTES = {
 
 
 @dataclass(frozen=True, slots=True)
+class Incident:
+    """A fault injected into a history: on one UTC day, conversations of one channel and
+    one coarse intent are escalated (each with probability ``share``), as when a broken
+    integration sends every such customer to a human. What a monitor must find."""
+
+    day_ms: int
+    channel: str
+    intent: str
+    share: float = 1.0
+    #: The workspace name it happens in (None: every workspace).
+    workspace: str | None = None
+
+    def hits(self, start: int, channel: str, intent: str) -> bool:
+        return (
+            self.day_ms <= start < self.day_ms + DAY_MS
+            and channel == self.channel
+            and intent == self.intent
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class HistorySpec:
     workspace_id: str
     seed: int = 42
@@ -133,6 +154,7 @@ class HistorySpec:
     days: int = 30
     until_ms: int = 0
     lead_threshold: float = DEFAULT_LEAD_THRESHOLD
+    incidents: tuple[Incident, ...] = ()
 
 
 def _weighted(rng: random.Random, table: Sequence[tuple[T, int]]) -> T:
@@ -148,10 +170,18 @@ def _weighted(rng: random.Random, table: Sequence[tuple[T, int]]) -> T:
 class _Course:
     """Plays one conversation forward; stops as soon as the next fact lies after ``until``."""
 
-    def __init__(self, activity: Activity, rng: random.Random, until: int) -> None:
+    def __init__(
+        self,
+        activity: Activity,
+        rng: random.Random,
+        until: int,
+        incidents: tuple[Incident, ...] = (),
+    ) -> None:
         self.act = activity
         self.rng = rng
         self.until = until
+        self.incidents = incidents
+        self.hit = False
 
     def play(self, workspace_id: str, start: int, user: str) -> Conversation:
         rng = self.rng
@@ -170,6 +200,11 @@ class _Course:
         conv.intent = intent
         conv.latent_intent = latent.name
         self.conv = conv
+        self.hit = any(
+            i.hits(start, channel, intent)
+            and random.Random(f"incident:{conv.id}").random() < i.share
+            for i in self.incidents
+        )
         self.t = start
         turns = 0 if rng.random() < 0.07 else min(12, 1 + int(rng.expovariate(0.45)))
         lang = (locale or "en")[:2]
@@ -323,6 +358,8 @@ class _Course:
         self, text: str, intent: str, low_streak: int, flags: tuple[str, ...], score: float
     ) -> str | None:
         rng = self.rng
+        if self.hit and not self.conv.escalations:  # the injected fault
+            return "complaint" if intent == "complaint" else "user_requested"
         if text in corpus.HUMAN_REQUESTS:
             return "sales_opportunity" if "sales" in text else "user_requested"
         if low_streak >= 2 and rng.random() < 0.7:
@@ -414,7 +451,7 @@ def generate_history(spec: HistorySpec, events: EventFactory) -> list[Conversati
     """The workspace's conversations, oldest first."""
     rng = random.Random(f"{spec.seed}:{spec.workspace_id}")
     activity = Activity(events=events, rng=rng, lead_threshold=spec.lead_threshold)
-    course = _Course(activity, rng, spec.until_ms)
+    course = _Course(activity, rng, spec.until_ms, spec.incidents)
     users = max(1, int(spec.conversations * 0.6))
     out = []
     for start in _start_times(rng, spec):

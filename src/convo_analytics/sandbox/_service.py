@@ -11,7 +11,7 @@ from pathlib import Path
 from convo_analytics.sandbox._assistant import LiveAssistant
 from convo_analytics.sandbox._delivery import Dispatcher, parse_retry_schedule
 from convo_analytics.sandbox._faults import FaultSettings
-from convo_analytics.sandbox._generate import HistorySpec, generate_history
+from convo_analytics.sandbox._generate import HistorySpec, Incident, generate_history
 from convo_analytics.sandbox._oauth import OAuthClient, OAuthServer, OAuthSettings
 from convo_analytics.sandbox._ratelimit import RateLimiter, RateLimitPolicy
 from convo_analytics.sandbox._store import CursorCodec
@@ -56,6 +56,8 @@ class SandboxSettings:
     oauth: OAuthSettings = field(default_factory=OAuthSettings)
     #: Secrets of the confidential clients ``svc-NAME`` (by client id); the rest generated.
     client_secrets: dict[str, str] = field(default_factory=dict)
+    #: Faults injected into the generated histories (what a monitor must find).
+    incidents: tuple[Incident, ...] = ()
 
     def validate(self) -> None:
         RateLimitPolicy.parse(self.rate_limit)
@@ -105,6 +107,7 @@ class Sandbox:
                     conversations=settings.conversations,
                     days=settings.days,
                     until_ms=self.until_ms,
+                    incidents=tuple(i for i in settings.incidents if i.workspace in (None, name)),
                 )
                 ws.load_history(generate_history(spec, ws.events))
                 self.workspaces[ws.id] = ws

@@ -38,6 +38,10 @@ from convo_analytics.transform._incidents import (
     repeated,
 )
 from convo_analytics.transform._metrics import (
+    COUNTS,
+    LATENCY_QUANTILES,
+    MEDIANS,
+    RATES,
     breakdown,
     flag_rates,
     metrics_table,
@@ -58,13 +62,17 @@ from convo_analytics.transform._versions import DEFINITION_VERSION, DEFINITIONS
 
 __all__ = [
     "CONTENT_DOES_NOT_ANSWER",
+    "COUNTS",
     "DEFINITIONS",
     "DEFINITION_VERSION",
     "DIMENSIONS",
     "FALLBACK_PATTERNS",
     "INCIDENT_COLUMNS",
     "INCIDENT_QUERY",
+    "LATENCY_QUANTILES",
+    "MEDIANS",
     "MISSING_CONTENT",
+    "RATES",
     "REASONS",
     "REPORT_COLUMNS",
     "SETTING_ZONES",

@@ -12,11 +12,13 @@ from convo_analytics.warehouse._connection import (
     write_bookmark,
 )
 from convo_analytics.warehouse._load import WHOLE_BODY, PageCounts, RecordPaths
+from convo_analytics.warehouse._monitor_tables import MONITOR_EVALUATIONS
 from convo_analytics.warehouse._tables import Column, Table
 from convo_analytics.warehouse._transaction import transaction
 
 __all__ = [
     "ALL_TABLES",
+    "MONITOR_EVALUATIONS",
     "WHOLE_BODY",
     "Column",
     "PageCounts",
