@@ -179,6 +179,15 @@ for side, sample, small in (("A", result.a_sample, result.a_small),
             "the next, so its differences are marked too few to tell.",
             icon=":material/warning:",
         )
+if mode == "periods":
+    for name, side in (("A", side_a), ("B", side_b)):
+        if side.first < data.first_day or side.last > data.last_day:
+            st.warning(
+                f"Period {name} reaches outside the data ({data.first_day} to "
+                f"{data.last_day}): its days without data count nothing, so it is compared "
+                "on fewer days than it spans. Choose periods the data covers.",
+                icon=":material/date_range:",
+            )
 if result.sample_unit == "responses":
     st.caption(
         "Model tiers are compared on their responses only: a conversation has no tier, so "
@@ -197,6 +206,9 @@ if result.adjusted:
         "which topics each side got; one that holds is there topic by topic. Latency "
         "percentiles are not adjusted."
     )
+elif mode == "slices" and dimension == "topic":
+    st.caption("Adjusted for topic mix: not shown when two topics are compared (each side "
+               "is one topic).")  # fmt: skip
 else:
     st.caption("Adjusted for topic mix: not shown, since these conversations have no topics "
                "yet (topics are discovered by `convo transform`).")  # fmt: skip

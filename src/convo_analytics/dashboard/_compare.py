@@ -320,7 +320,8 @@ def rows_of(result: Comparison, tiered: bool) -> pl.DataFrame:
             **_bounds("adjusted", row.adjusted if applicable else None),
             "verdict": verdict(row.difference, small) if applicable else NOT_APPLICABLE,
             "adjusted_verdict": (verdict(row.adjusted, small) if applicable
-                                 and row.adjusted is not None else None),
+                                 and row.adjusted is not None and row.adjusted.defined
+                                 else None),
             "small_sample": small,
         })  # fmt: skip
     return pl.DataFrame(rows, schema=_ROW_SCHEMA, orient="row")
@@ -334,7 +335,8 @@ def compare_sides(con: duckdb.DuckDBPyConnection, f: Filters, a: Side, b: Side) 
     minimum is then of responses)."""
     cube = _cube_for(con, f, a, b)
     counts_a, counts_b = side_counts_of(cube, a), side_counts_of(cube, b)
-    adjusted = _topics_told(counts_a, counts_b)
+    # two topics share no topic to standardise on: nothing to adjust
+    adjusted = _topics_told(counts_a, counts_b) and "topic" not in (a.dimension, b.dimension)
     if not adjusted:
         counts_a, counts_b = replace(counts_a, by_topic={}), replace(counts_b, by_topic={})
     tiered = a.tiered or b.tiered
