@@ -195,9 +195,7 @@ if result.sample_unit == "responses":
         "triggers, which are not counted per tier, are not applicable."
     )
 
-show_table(
-    comparison_table(result.rows), "compare", relabel=False, workspace=False, raw=result.rows
-)
+show_table(comparison_table(result.rows), "compare", relabel=False, raw=result.rows)
 if result.adjusted:
     st.caption(
         "Adjusted for topic mix: each side's rate recomputed as if both sides had had the "
