@@ -488,10 +488,19 @@ def test_compare_two_periods_every_kpi_with_its_interval(
     assert set(table["Verdict"]) <= {"difference real", "could be noise", "too few", "no data"}
     assert not at.warning  # both periods hold enough conversations
     assert at.query_params["compare"] == "periods" and at.query_params["b_to"] == str(b[1])
-    # the default: the sidebar's range against the period of the same length before it
-    at.radio(key="compare_mode").set_value("slices").run()
-    at.radio(key="compare_mode").set_value("periods").run()
-    assert not at.exception, at.exception
+    # without periods of its own: the sidebar's range (B) against the days before it (A),
+    # following the sidebar when its range changes
+    fresh = _app(published, monkeypatch, "overview",
+                 {"from": str(last - timedelta(days=3)), "to": str(last)})  # fmt: skip
+    fresh.switch_page("app_pages/compare.py").run()
+    assert fresh.date_input(key="compare_b_range").value == (last - timedelta(days=3), last)
+    assert fresh.date_input(key="compare_a_range").value == (
+        last - timedelta(days=7), last - timedelta(days=4))  # fmt: skip
+    fresh.sidebar.date_input(key="filter_range").set_value((last - timedelta(days=1), last))
+    fresh.run()
+    assert not fresh.exception, fresh.exception
+    assert fresh.date_input(key="compare_a_range").value == (
+        last - timedelta(days=3), last - timedelta(days=2))  # fmt: skip
 
 
 def test_compare_two_slices_raw_and_adjusted_for_topic_mix(
