@@ -319,7 +319,8 @@ def rows_of(result: Comparison, tiered: bool) -> pl.DataFrame:
             **_bounds("difference", row.difference if applicable else None),
             **_bounds("adjusted", row.adjusted if applicable else None),
             "verdict": verdict(row.difference, small) if applicable else NOT_APPLICABLE,
-            "adjusted_verdict": (verdict(row.adjusted, small) if applicable
+            "adjusted_verdict": (verdict(row.adjusted, small or row.adjusted.small_sample)
+                                 if applicable
                                  and row.adjusted is not None and row.adjusted.defined
                                  else None),
             "small_sample": small,
