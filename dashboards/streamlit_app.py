@@ -28,6 +28,7 @@ PAGES = [
     st.Page("app_pages/knowledge_gaps.py", title="Knowledge gaps", icon=":material/help:"),
     st.Page("app_pages/workspaces.py", title="Workspaces", icon=":material/compare_arrows:"),
     st.Page("app_pages/topics.py", title="Topics", icon=":material/topic:"),
+    st.Page("app_pages/compare.py", title="Compare", icon=":material/balance:"),
     st.Page("app_pages/explore.py", title="Explore", icon=":material/query_stats:"),
     st.Page("app_pages/pipeline.py", title="Pipeline", icon=":material/sync:"),
 ]

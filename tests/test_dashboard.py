@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from transform_support import populated_sandbox
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboards" / "streamlit_app.py")
 PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "workspaces", "topics",
-         "explore", "pipeline"]  # fmt: skip
+         "compare", "explore", "pipeline"]  # fmt: skip
 
 
 def _publish(db: Path, folder: Path) -> None:
@@ -427,3 +427,225 @@ def test_explore_notebooks_open_by_url_change_and_save(
     again = _explore(published, monkeypatch, tmp_path, notebook="my-escalations")
     assert [c.value for c in _cell_sql(again)][-1] == "SELECT 42 AS answer"
     assert len(_cell_sql(again)) == 3
+
+
+# -- comparisons: the Compare page and the Overview's deltas (issue 28) ---------------------------
+
+
+def _compare_table(at: AppTest) -> Any:
+    """The Compare page's table (a pandas frame of what it shows), by KPI."""
+    table = next(df.value for df in at.dataframe if "KPI" in df.value.columns)
+    return table.set_index("KPI")
+
+
+def _span(published: Path) -> tuple[date, date]:
+    ((first, last),) = _facts(published, "SELECT min(started_at)::DATE, max(started_at)::DATE "
+                              "FROM mart_conversations")  # fmt: skip
+    return first, last
+
+
+def _rate_sql(published: Path, first: date, last: date, where: str = "",
+              params: list[Any] | None = None) -> tuple[int, int]:  # fmt: skip
+    """(resolved, conversations) started on first..last (UTC) by SQL over the daily mart."""
+    ((resolved, conversations),) = _facts(
+        published,
+        "SELECT sum(d.resolved)::BIGINT, sum(d.conversations)::BIGINT "
+        "FROM mart_daily_conversations d JOIN mart_slices s USING (slice_key) "
+        f"WHERE d.timezone = 'UTC' AND d.date BETWEEN ? AND ?{where}",
+        [first, last, *(params or [])],
+    )
+    return int(resolved or 0), int(conversations or 0)
+
+
+def test_compare_two_periods_every_kpi_with_its_interval(
+    published: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two periods from the URL: every KPI of the compare package side by side, each figure
+    with its interval, the difference with a verdict; the figures are the marts'."""
+    first, last = _span(published)
+    a = (first, first + timedelta(days=4))
+    b = (first + timedelta(days=5), last)
+    view = {"compare": "periods", "a_from": str(a[0]), "a_to": str(a[1]),
+            "b_from": str(b[0]), "b_to": str(b[1])}  # fmt: skip
+    at = _app(published, monkeypatch, "overview", view)
+    at.switch_page("app_pages/compare.py").run()
+    assert not at.exception, at.exception
+    assert at.date_input(key="compare_a_range").value == a
+    assert at.date_input(key="compare_b_range").value == b
+    table = _compare_table(at)
+    assert list(table.index) == [
+        "Resolution rate", "Escalation rate", "Containment rate", "CSAT",
+        "Low-confidence share", "Guardrail triggers / 1,000 responses", "p50 latency",
+        "p90 latency", "p95 latency",
+    ]  # fmt: skip
+    for side, days in (("A", a), ("B", b)):
+        resolved, conversations = _rate_sql(published, *days)
+        assert conversations >= 30
+        assert table.loc["Resolution rate", side].startswith(f"{resolved / conversations:.1%} (")
+        assert " to " in table.loc["Resolution rate", side]
+    difference = table.loc["Resolution rate", "Difference (B − A)"]
+    assert difference.endswith(" pts)") and difference[0] in "+-"
+    assert set(table["Verdict"]) <= {"difference real", "could be noise", "too few", "no data"}
+    assert not at.warning  # both periods hold enough conversations
+    assert at.query_params["compare"] == "periods" and at.query_params["b_to"] == str(b[1])
+    # without periods of its own: the sidebar's range (B) against the days before it (A),
+    # following the sidebar when its range changes
+    fresh = _app(published, monkeypatch, "overview",
+                 {"from": str(last - timedelta(days=3)), "to": str(last)})  # fmt: skip
+    fresh.switch_page("app_pages/compare.py").run()
+    assert fresh.date_input(key="compare_b_range").value == (last - timedelta(days=3), last)
+    assert fresh.date_input(key="compare_a_range").value == (
+        last - timedelta(days=7), last - timedelta(days=4))  # fmt: skip
+    fresh.sidebar.date_input(key="filter_range").set_value((last - timedelta(days=1), last))
+    fresh.run()
+    assert not fresh.exception, fresh.exception
+    assert fresh.date_input(key="compare_a_range").value == (
+        last - timedelta(days=3), last - timedelta(days=2))  # fmt: skip
+
+
+def test_compare_two_slices_raw_and_adjusted_for_topic_mix(
+    published: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two channels over the sidebar's range: the topic-adjusted difference is shown (the
+    conversations have topics), with its note; the URL carries the choice."""
+    first, last = _span(published)
+    (top, second) = [r[0] for r in _facts(
+        published, "SELECT channel, count(*) FROM mart_conversations GROUP BY 1 "
+        "ORDER BY 2 DESC, 1 LIMIT 2")]  # fmt: skip
+    view = {"from": str(first), "to": str(last), "compare": "slices", "dimension": "channel",
+            "side_a": top, "side_b": second}  # fmt: skip
+    at = _app(published, monkeypatch, "overview", view)
+    at.switch_page("app_pages/compare.py").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="compare_side_a").value == top
+    assert at.selectbox(key="compare_side_b").value == second
+    table = _compare_table(at)
+    for side, channel in (("A", top), ("B", second)):
+        resolved, conversations = _rate_sql(published, first, last, " AND s.channel = ?",
+                                            [channel])  # fmt: skip
+        assert table.loc["Resolution rate", side].startswith(f"{resolved / conversations:.1%} (")
+    adjusted = table.loc["Resolution rate", "Adjusted for topic mix"]
+    assert adjusted[0] in "+-" and "pts" in adjusted  # a figure, not a dash
+    assert table.loc["p95 latency", "Adjusted for topic mix"] == "–"  # percentiles are not
+    assert any("pooled mix" in c.value for c in at.caption)
+    assert at.query_params["side_a"] == top and at.query_params["dimension"] == "channel"
+    # two model tiers: their responses only; the conversation figures do not apply
+    at.selectbox(key="compare_dimension").set_value("model_tier").run()
+    assert not at.exception, at.exception
+    tiers = _compare_table(at)
+    assert tiers.loc["Resolution rate", "A"] == "not applicable"
+    assert tiers.loc["Resolution rate", "Verdict"] == "not applicable"
+    assert tiers.loc["p95 latency", "A"] != "not applicable"
+    assert any("responses only" in c.value for c in at.caption)
+
+
+def test_compare_warns_when_a_side_is_under_the_minimum(
+    published: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A locale with fewer than 30 conversations: a warning names the side, and its
+    differences are marked too few."""
+    from convo_analytics.compare import MIN_CONVERSATIONS
+
+    first, last = _span(published)
+    ((rare, count), (common, _)) = _facts(
+        published, "(SELECT locale, count(*) AS n FROM mart_conversations GROUP BY 1 "
+        "ORDER BY 2, 1 LIMIT 1) UNION ALL (SELECT locale, count(*) FROM mart_conversations "
+        "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1)")  # fmt: skip
+    assert count < MIN_CONVERSATIONS
+    view = {"from": str(first), "to": str(last), "compare": "slices", "dimension": "locale",
+            "side_a": common, "side_b": rare}  # fmt: skip
+    at = _app(published, monkeypatch, "overview", view)
+    at.switch_page("app_pages/compare.py").run()
+    assert not at.exception, at.exception
+    (warning,) = [w.value for w in at.warning]
+    assert warning.startswith(f"Side B has {count:,} conversations, fewer than the minimum")
+    table = _compare_table(at)
+    assert set(table["Verdict"]) <= {"too few", "no data"}
+
+
+def _per_topic(con: Any, table: str, columns: str, where: str, params: list[Any]
+               ) -> dict[str, tuple[int, ...]]:  # fmt: skip
+    """``columns`` (sums) of a daily mart per ``workspace:topic`` by SQL, rows of ``where``."""
+    rows = con.execute(
+        f"SELECT m.workspace_id || ':' || s.topic, {columns} FROM {table} m "
+        f"JOIN mart_slices s USING (slice_key) WHERE m.timezone = 'UTC' {where} GROUP BY 1",
+        params,
+    ).fetchall()
+    return {r[0]: tuple(int(v or 0) for v in r[1:]) for r in rows}
+
+
+def test_side_counts_are_the_marts_sums(published: Path) -> None:
+    """A side's counts, histogram and split by topic equal SQL's sums over the marts: a
+    period, a channel of it, a model tier of it (which has no conversation figures)."""
+    from convo_analytics.dashboard._compare import Side, side_counts
+
+    first, last = _span(published)
+    snap = current_snapshot(published)
+    assert snap is not None
+    con = snap.connect()
+    try:
+        ((channel, tier),) = con.execute(
+            "SELECT (SELECT min(channel) FROM mart_conversations), "
+            "(SELECT min(model_tier) FROM mart_daily_latency)"
+        ).fetchall()
+        cases = [
+            (Side(first + timedelta(days=2), last), "", []),
+            (Side(first, last, "channel", channel), " AND s.channel = ?", [channel]),
+            (Side(first, last, "model_tier", tier), " AND m.model_tier = ?", [tier]),
+        ]
+        for side, sliced, values in cases:
+            counts = side_counts(con, Filters(first, last), side)
+            tiered = side.dimension == "model_tier"
+            where, params = " AND m.date BETWEEN ? AND ?", [side.first, side.last]
+            sums = (
+                "sum(conversations), sum(resolved), sum(escalated_conversations), "
+                "sum(contained_conversations), sum(feedback_count), sum(positive_feedback)"
+            )
+            unsliced = tiered  # a tier narrows responses only
+            convs = _per_topic(con, "mart_daily_conversations", sums,
+                               where + ("" if unsliced else sliced),
+                               params + ([] if unsliced else values))  # fmt: skip
+            msgs = _per_topic(con, "mart_daily_messages", "sum(assistant_responses), "
+                              "sum(low_confidence_responses)", where + sliced,
+                              params + values)  # fmt: skip
+            flags = _per_topic(con, "mart_daily_guardrails", "sum(triggers)",
+                               where + ("" if tiered else sliced),
+                               params + ([] if tiered else values))  # fmt: skip
+            latency = dict(con.execute(
+                "SELECT m.latency_ms::DOUBLE, sum(m.responses)::BIGINT FROM mart_daily_latency m "
+                f"JOIN mart_slices s USING (slice_key) WHERE m.timezone = 'UTC'{where}{sliced} "
+                "GROUP BY 1", params + values).fetchall())  # fmt: skip
+            assert dict(counts.latency) == {k: v for k, v in latency.items() if v}
+            assert set(counts.by_topic) >= set(msgs)
+            for key, mine in counts.by_topic.items():
+                assert (mine.conversations, mine.resolved, mine.escalated_conversations,
+                        mine.contained_conversations, mine.feedback_count,
+                        mine.positive_feedback) == (
+                    (0,) * 6 if tiered else convs.get(key, (0,) * 6)), key  # fmt: skip
+                pair = (mine.assistant_responses, mine.low_confidence_responses)
+                assert pair == msgs.get(key, (0, 0)), key
+                assert mine.guardrail_triggers == (0 if tiered else flags.get(key, (0,))[0]), key
+            assert counts.conversations == (0 if tiered else sum(c[0] for c in convs.values()))
+            assert counts.assistant_responses == sum(m[0] for m in msgs.values()) > 0
+            assert len({k.split(":")[1] for k in counts.by_topic}) > 1  # topics, not just unknown
+    finally:
+        con.close()
+
+
+def test_the_overview_deltas_show_their_interval(
+    published: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the previous period covered, every tile's change comes with its 95 % interval
+    and says in its help whether it could be noise."""
+    _, last = _span(published)
+    view = {"from": str(last - timedelta(days=3)), "to": str(last)}
+    at = _app(published, monkeypatch, "overview", view)
+    assert not at.exception, at.exception
+    tiles = {m.label: m for m in at.metric}
+    for label in ("Resolution rate", "CSAT", "p95 latency", "Conversations",
+                  "Guardrail triggers / 1k responses"):  # fmt: skip
+        assert "(95 % CI " in tiles[label].delta and " to " in tiles[label].delta, label
+        assert tiles[label].help, label
+    assert tiles["Resolution rate"].delta.endswith(" pts)")
+    assert any(m.help.startswith(("Could be noise", "A real change", "A period has fewer"))
+               for m in at.metric)  # fmt: skip

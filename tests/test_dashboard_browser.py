@@ -40,7 +40,7 @@ SHOTS = ROOT / "data" / "test-artifacts" / "screenshots"
 #: (url path, the title the page shows)
 PAGES = [("", "Overview"), ("conversations", "Conversations"), ("leads", "Leads"),
          ("quality", "Quality"), ("guardrails", "Guardrails"), ("workspaces", "Workspaces"),
-         ("topics", "Topics"),
+         ("topics", "Topics"), ("compare?compare=slices&dimension=channel", "Compare"),
          ("explore?notebook=guardrail_incidents_by_locale", "Explore"),
          ("pipeline", "Pipeline")]  # fmt: skip
 #: The data's first and last day, and the channel with most conversations (set by `served`).

@@ -26,7 +26,7 @@ from dashboard_support import (
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboards" / "streamlit_app.py")
 PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "workspaces", "topics",
-         "explore", "pipeline"]  # fmt: skip
+         "compare", "explore", "pipeline"]  # fmt: skip
 #: Nothing listens on the discard port: these tests look at what the app draws.
 BEACON = "http://127.0.0.1:9"
 
@@ -104,6 +104,22 @@ def test_no_page_renders_the_datas_text_as_markup(
     assert not at.exception, at.exception
     funnel = next(df.value for df in at.dataframe if "source" in df.value.columns)
     assert hostile_source(BEACON) in set(funnel["source"])
+    assert_no_markup(at)
+
+
+def test_the_compare_page_shows_a_slice_value_as_written(
+    hostile: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sources compared, one of them the end user's hostile one (from the URL): the
+    page names it as written (in a code span), never as Markdown."""
+    source = hostile_source(BEACON)
+    view = {**_whole_range(hostile), "compare": "slices", "dimension": "source",
+            "side_a": source}  # fmt: skip
+    at = _app(hostile, monkeypatch, "compare", view)
+    assert not at.exception, at.exception
+    assert at.selectbox(key="compare_side_a").value == source
+    assert any(f"A: ` {source} `" in c.value for c in at.caption)
+    assert at.query_params["side_a"] == source
     assert_no_markup(at)
 
 

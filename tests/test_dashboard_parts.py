@@ -4,6 +4,7 @@ query executor is tested in test_notebooks_executor.py)."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -408,3 +409,51 @@ def test_one_precision_per_unit_in_tiles_tables_axes_and_labels() -> None:
     assert showing(1, 25, 571, "qualified leads") == "Showing 1–25 of 571 qualified leads"
     assert showing(1, 40, 40, "runs") == "40 runs"
     assert download_label(571, "qualified leads") == "Download all 571 qualified leads as CSV"
+
+
+def test_a_comparison_round_trips_through_the_query_string() -> None:
+    """The Compare page's choices in the URL: two periods or two slices read back as
+    written; a value that does not parse or lies outside the data is dropped, saying so."""
+    from convo_analytics.dashboard._compare_views import (
+        CompareChoice,
+        compare_from_url,
+        compare_to_params,
+    )
+
+    span = (date(2026, 11, 1), date(2026, 11, 30))
+    for choice in (
+        CompareChoice(
+            "periods",
+            (date(2026, 11, 1), date(2026, 11, 7)),
+            (date(2026, 11, 8), date(2026, 11, 14)),
+        ),
+        CompareChoice("slices", dimension="model_tier", side_a="fast", side_b="premium"),
+        CompareChoice("slices", dimension="topic", side_a="ws_a:3", side_b="ws_a:12"),
+    ):
+        params = {
+            k: v if isinstance(v, list) else [v] for k, v in compare_to_params(choice).items()
+        }
+        assert compare_from_url(params, span) == (choice, [])
+    bad = {"compare": ["both"], "a_from": ["2026-10-01"], "a_to": ["2026-11-03"],
+           "b_from": ["2026-11-09"], "b_to": ["2026-11-02"], "dimension": ["`x`"]}  # fmt: skip
+    choice, notes = compare_from_url(bad, span)
+    assert choice == CompareChoice()
+    assert len(notes) == 4 and "outside the data" in notes[2] and "after" in notes[3]
+    assert "`` `x` ``" in notes[1]  # a URL's value is quoted as text
+
+
+def test_intervals_are_written_as_the_tiles_write_figures() -> None:
+    from convo_analytics.dashboard._format import delta_text, interval_text, with_interval
+
+    assert with_interval(0.654, 0.612, 0.701, "percent") == "65.4% (61.2% to 70.1%)"
+    assert delta_text(0.5, 0.479, "percent", -0.004, 0.046) == (
+        "+2.1 pts (95 % CI -0.4 to +4.6 pts)"
+    )
+    assert delta_text(0.5, 0.479, "percent") == "+2.1 pts"  # no interval: as before
+    assert with_interval(-120.0, -310.0, 2500.0, "ms", signed=True) == (
+        "-120 ms (-310 ms to +2.5 s)"
+    )
+    assert with_interval(3600.0, 1400.0, math.inf, "ms") == "3.6 s (1.4 s to ∞)"
+    assert with_interval(184.4, 154.1, 219.0, "number") == "184.4 (154.1 to 219.0)"
+    assert with_interval(None, None, None, "percent") == "–"
+    assert interval_text(None, 0.2, "percent") == "–"

@@ -215,6 +215,30 @@ def test_the_page_shows_each_workspaces_topics_with_the_marts_figures(
     assert any("Choose a workspace in the sidebar" in i.value for i in at.info)
 
 
+def test_a_topics_change_comes_with_its_interval(
+    topical: dict[str, Any], monkeypatch: pytest.MonkeyPatch, store: Path,
+    downloads: list[_Recording],
+) -> None:  # fmt: skip
+    """A range whose previous period the data covers: each topic's change in conversations
+    comes with its 95 % interval (the ratio of two Poisson counts over the same number of
+    days, minus one), which holds the change."""
+    from convo_analytics.compare import poisson_rate_ratio
+
+    first, last = topical["last"] - timedelta(days=3), topical["last"]
+    at = _app(topical, monkeypatch, query={"from": str(first), "to": str(last)})
+    rows = [r for r in _download(at, downloads, "topics") if r["change"]]
+    assert rows
+    for row in rows:
+        low, high = float(row["change_low"]), float(row["change_high"])
+        assert low <= float(row["change"]) <= high, row
+        ratio = poisson_rate_ratio(int(row["conversations"]), 4,
+                                   int(row["previous_conversations"]), 4)  # fmt: skip
+        assert ratio.low is not None and ratio.high is not None
+        assert (low, high) == pytest.approx((ratio.low - 1, ratio.high - 1), rel=1e-9), row
+    assert any(float(r["change_low"]) < 0 < float(r["change_high"]) for r in rows)
+    assert any("95 % confidence interval" in c.value for c in at.caption)
+
+
 def _has(at: AppTest, key: str) -> bool:
     return any(b.key == key for b in at.button)
 

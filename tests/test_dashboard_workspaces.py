@@ -25,7 +25,7 @@ from dashboard_support import WORKSPACES, three_workspaces
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboards" / "streamlit_app.py")
 PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "workspaces",
-         "topics", "explore", "pipeline"]  # fmt: skip
+         "topics", "compare", "explore", "pipeline"]  # fmt: skip
 NAMES = {f"ws_{name}": name for name, _ in WORKSPACES}
 
 

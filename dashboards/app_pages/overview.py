@@ -1,11 +1,15 @@
-"""Overview: KPI tiles against the previous period (when the data covers it), the daily
-series and breakdowns; a click on a point or a bar opens the conversations behind it."""
+"""Overview: KPI tiles against the previous period (when the data covers it), each change
+with its 95 % interval and whether it could be noise, the daily series and breakdowns; a
+click on a point or a bar opens the conversations behind it."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import polars as pl
 import streamlit as st
 
+from convo_analytics.compare import MIN_CONVERSATIONS
 from convo_analytics.dashboard import charts
 from convo_analytics.dashboard._format import delta_text, download_label, value_text
 from convo_analytics.dashboard._session import (
@@ -18,6 +22,9 @@ from convo_analytics.dashboard._session import (
     topic_options,
     topic_store_key,
 )
+
+#: Tiles whose rise is bad news (their change is coloured the other way round).
+INVERSE = ("escalationRate", "latencyP95Ms", "guardrailTriggersPer1000Responses")
 
 snap = require_snapshot()
 f = filters()
@@ -33,16 +40,36 @@ else:
         f"data starts on {span[0]}, so that period is not covered (choose a later or shorter "
         "range to compare)."
     )
+
+
+def _help(tile: dict[str, Any]) -> str | None:
+    """What a tile's change means: whether it could be noise (its interval holds 0)."""
+    if not covered or tile["noise"] is None:
+        return None
+    if tile["small"]:
+        return (f"A period has fewer than {MIN_CONVERSATIONS} conversations: too few to tell "
+                "whether this change is real.")  # fmt: skip
+    if tile["noise"]:
+        return ("Could be noise: the change's 95 % confidence interval includes 0 (the "
+                "Compare page shows every KPI's).")  # fmt: skip
+    return "A real change: its 95 % confidence interval excludes 0."
+
+
 for row in (tiles[:4], tiles[4:]):
     for column, tile in zip(st.columns(len(row)), row, strict=True):
+        worse_up = tile["metric"] in INVERSE
         column.metric(
             tile["label"],
             value_text(tile["value"], tile["format"]),
-            delta_text(tile["value"], tile["previous"], tile["format"]) if covered else None,
-            delta_color="inverse"
-            if tile["metric"]
-            in ("escalationRate", "latencyP95Ms", "guardrailTriggersPer1000Responses")
+            delta_text(tile["value"], tile["previous"], tile["format"], tile["low"], tile["high"])
+            if covered
+            else None,
+            delta_color="off"  # a change that could be noise is not coloured as a verdict
+            if tile["noise"] or tile["small"]
+            else "inverse"
+            if worse_up
             else "normal",
+            help=_help(tile),
         )
 download(pl.DataFrame(tiles), "kpis", download_label(what="the KPIs"))
 

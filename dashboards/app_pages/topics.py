@@ -99,9 +99,10 @@ st.caption(
 st.subheader("Every topic")
 show_table(table.drop("topic_key", "merged_topic_ids"), "topics", f.tz)
 st.caption(
-    "Click a column's header to sort by it. Examples are first messages, as written. A "
-    "topic changed since the last transform is marked: its figures here count it as "
-    "changed already."
+    "Click a column's header to sort by it. The change in conversations comes with its "
+    "95 % confidence interval: one that includes 0 could be noise. Examples are first "
+    "messages, as written. A topic changed since the last transform is marked: its "
+    "figures here count it as changed already."
 )
 
 st.subheader("Trend")

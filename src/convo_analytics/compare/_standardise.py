@@ -13,8 +13,10 @@ The interval is a normal approximation around the weighted sum. With the pooled
 weights held fixed, the adjusted difference is a linear combination of independent
 per-topic rates, so its variance is exactly the weighted sum of their variances
 (``p (1 - p) / n`` for a proportion, ``k / e^2`` for a Poisson rate) and only the
-plugged-in rates and the normal shape are approximations; decision
-D-COMPARE-INTERVALS says why this rather than a stratified bootstrap.
+plugged-in rates and the normal shape are approximations. A proportion's ``p`` is
+plugged in shrunk towards 1/2 (Agresti and Coull's ``(k + z²/2) / (n + z²)``), since
+a topic of a few units often shows 0 or n successes, whose plain variance is 0;
+decision D-COMPARE-INTERVALS says why this rather than a stratified bootstrap.
 """
 
 from __future__ import annotations
@@ -65,10 +67,18 @@ class Standardised:
     excluded2: int
 
 
-def _rate_and_variance(kind: Kind, count: int, units: int, per: float) -> tuple[float, float]:
+def _rate_and_variance(
+    kind: Kind, count: int, units: int, per: float, z: float
+) -> tuple[float, float]:
+    """A topic's rate and the variance it adds. A proportion's variance is taken at
+    Agresti and Coull's shrunken rate ``(k + z²/2) / (n + z²)`` over ``n``: topics are
+    small (a channel's share of a topic is often a handful of conversations), where the
+    plain ``p (1 - p) / n`` is 0 at 0 or n successes and the interval covered 0.77
+    instead of 0.95; at a topic's hundreds of units the two agree."""
     rate = count / units
     if kind == "proportion":
-        return rate, rate * (1.0 - rate) / units
+        shrunk = (count + z * z / 2.0) / (units + z * z)
+        return rate, shrunk * (1.0 - shrunk) / units
     return rate * per, count * (per / units) ** 2
 
 
@@ -119,15 +129,16 @@ def standardised_difference(
         )
     pooled = shared1 + shared2
     rate1 = rate2 = variance = 0.0
+    z = z_value(level)
     for topic in shared:
         weight = (side1[topic][1] + side2[topic][1]) / pooled
-        r1, v1 = _rate_and_variance(kind, *side1[topic], per)
-        r2, v2 = _rate_and_variance(kind, *side2[topic], per)
+        r1, v1 = _rate_and_variance(kind, *side1[topic], per, z)
+        r2, v2 = _rate_and_variance(kind, *side2[topic], per, z)
         rate1 += weight * r1
         rate2 += weight * r2
         variance += weight * weight * (v1 + v2)
     difference = rate1 - rate2
-    half = z_value(level) * math.sqrt(variance)
+    half = z * math.sqrt(variance)
     low, high = difference - half, difference + half
     if kind == "proportion":
         low, high = max(-1.0, low), min(1.0, high)

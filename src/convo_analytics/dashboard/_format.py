@@ -26,6 +26,7 @@ them to ``st.dataframe``. Downloads carry the raw values.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,20 +40,24 @@ __all__ = [
     "DisplayColumn",
     "Shown",
     "axis_format",
+    "change_text",
     "delta_text",
     "download_label",
     "duration_unit",
     "enum_label",
     "for_display",
     "human_duration",
+    "interval_text",
     "is_enum",
     "kind_of",
     "label_of",
+    "level_text",
     "metric_kind",
     "name_text",
     "showing",
     "tooltip_format",
     "value_text",
+    "with_interval",
 ]
 
 Kind = Literal["count", "number", "ratio", "score", "percent", "ms", "seconds", "datetime",
@@ -108,6 +113,8 @@ LABELS = {
     "topic_id": "Topic #",
     "previous_conversations": "Previous period",
     "change": "Change",
+    "change_low": "Change, 95 % CI from",
+    "change_high": "Change, 95 % CI to",
     "merged_topics": "Merged into it",
     "pending": "Changed since the last transform",
     "lowConfidenceShare": "Low-confidence share",
@@ -119,6 +126,8 @@ KINDS: dict[str, Kind] = {
     "median_seconds_from_previous": "seconds",
     "share": "percent",
     "change": "percent",
+    "change_low": "percent",
+    "change_high": "percent",
     "avg_confidence": "ratio",
     "avgConfidence": "ratio",
     "confidence": "ratio",
@@ -318,12 +327,14 @@ def metric_kind(metric: str, value: Any = None) -> str:
     return kind
 
 
-def delta_text(now: float | None, before: float | None, kind: str) -> str | None:
-    """A tile's change against the previous period, at the tile's precision (None: no
-    comparison): points for a percentage, a duration in the unit that suits it."""
-    if now is None or before is None:
-        return None
-    change = now - before
+def change_text(change: float | None, kind: str) -> str:
+    """A difference at its figure's precision, signed: points for a percentage
+    (``+2.1 pts``), a duration in the unit that suits it (``-120 ms``); a dash when
+    missing, ``+∞`` or ``-∞`` when unbounded."""
+    if change is None or change != change:
+        return MISSING
+    if math.isinf(change):
+        return "+∞" if change > 0 else "-∞"
     if kind == "percent":
         return f"{change * 100:+,.{PERCENT_DECIMALS}f} pts"
     if kind in ("ms", "seconds"):
@@ -332,6 +343,72 @@ def delta_text(now: float | None, before: float | None, kind: str) -> str | None
     if kind == "count":
         return f"{change:+,.0f}"
     return f"{change:+,.1f}"
+
+
+def _bound_text(bound: float | None, kind: str, signed: bool) -> str:
+    """One bound of an interval: a value as the figure is written (signed: as a change,
+    points without their unit, which the interval's end says)."""
+    if bound is None or bound != bound:
+        return MISSING
+    if math.isinf(bound):
+        return ("+∞" if bound > 0 else "-∞") if signed else "∞" if bound > 0 else "-∞"
+    if not signed:
+        return value_text(bound, kind)
+    if kind == "percent":
+        return f"{bound * 100:+,.{PERCENT_DECIMALS}f}"
+    return change_text(bound, kind)
+
+
+def interval_text(low: float | None, high: float | None, kind: str, *, signed: bool = False) -> str:
+    """An interval as a tile writes its figure: ``61.2% to 70.1%``; a difference's
+    (``signed``) ``-0.4 to +4.6 pts``, ``-30 ms to +250 ms``; a dash when undefined."""
+    if low is None or high is None:
+        return MISSING
+    text = f"{_bound_text(low, kind, signed)} to {_bound_text(high, kind, signed)}"
+    return f"{text} pts" if signed and kind == "percent" else text
+
+
+def level_text(level: float) -> str:
+    """``95 % CI``: how an interval's level is named."""
+    return f"{level * 100:g} % CI"
+
+
+def with_interval(
+    value: float | None,
+    low: float | None,
+    high: float | None,
+    kind: str,
+    *,
+    signed: bool = False,
+    level: float | None = None,
+) -> str:
+    """A figure and its interval: ``65.4% (61.2% to 70.1%)``; a difference (``signed``)
+    ``+2.1 pts (-0.4 to +4.6 pts)``; ``level`` names it (``95 % CI ...``). The figure
+    alone when its interval is undefined; a dash when the figure is."""
+    shown = change_text(value, kind) if signed else value_text(value, kind)
+    if value is None or low is None or high is None:
+        return shown
+    said = f"{level_text(level)} " if level is not None else ""
+    return f"{shown} ({said}{interval_text(low, high, kind, signed=signed)})"
+
+
+def delta_text(
+    now: float | None,
+    before: float | None,
+    kind: str,
+    low: float | None = None,
+    high: float | None = None,
+    level: float = 0.95,
+) -> str | None:
+    """A tile's change against the previous period, at the tile's precision (None: no
+    comparison): points for a percentage, a duration in the unit that suits it; with the
+    change's interval when given (``+2.1 pts (95 % CI -0.4 to +4.6 pts)``)."""
+    if now is None or before is None:
+        return None
+    change = now - before
+    if low is None or high is None:
+        return change_text(change, kind)
+    return with_interval(change, low, high, kind, signed=True, level=level)
 
 
 #: d3 formats (Vega-Lite) of each kind: (axis, tooltip). Durations are drawn in the unit

@@ -223,22 +223,6 @@ def channels(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def kpis(con: duckdb.DuckDBPyConnection, f: Filters) -> list[dict[str, Any]]:
-    """Each KPI for the range and for the previous period of the same length."""
-    now = _totals(con, f)
-    before = _totals(con, f.previous())
-    return [
-        {"label": label, "metric": metric, "format": fmt, "value": now[metric],
-         "previous": before[metric]}
-        for label, metric, fmt in KPIS
-    ]  # fmt: skip
-
-
-def _totals(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str, Any]:
-    (row,) = metrics_table(cube_of(con, f), f.first, f.last, by_day=False).to_dicts()
-    return row
-
-
 def daily(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     """Every metric per day of the range (days without data included)."""
     return metrics_table(cube_of(con, f), f.first, f.last)

@@ -29,6 +29,7 @@ import duckdb
 import polars as pl
 import streamlit as st
 
+from convo_analytics.dashboard import _compare as comparisons
 from convo_analytics.dashboard import _conversations as conversations
 from convo_analytics.dashboard import _gaps as gaps
 from convo_analytics.dashboard import _notebooks as notebooks
@@ -74,7 +75,7 @@ ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/L
 #: Functions a page may ask for by name through :func:`query`.
 _QUERIES: dict[str, Callable[..., Any]] = {
     name: fn
-    for module in (queries, conversations, workspaces, gaps, topics)
+    for module in (queries, conversations, workspaces, gaps, topics, comparisons)
     for name, fn in vars(module).items()
     if callable(fn)
     and not name.startswith("_")

@@ -30,6 +30,8 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from convo_analytics.compare import poisson_rate_ratio
+from convo_analytics.dashboard._compare import LEVEL
 from convo_analytics.dashboard._queries import (
     Filters,
     TopicChoice,
@@ -252,7 +254,8 @@ def topic_report(
 ) -> TopicReport:
     """Per topic (as analysts see them: curations applied) of the filters' workspace(s),
     range and channels: conversations, share (of the workspace's conversations in the
-    range), the previous period's conversations and the change, and ``FIGURES``; with
+    range), the previous period's conversations and the change with its 95 % interval
+    (``change_low``, ``change_high``), and ``FIGURES``; with
     topics chosen, those topics' rows (their share still of the whole workspace). Each
     topic's ``examples``, the topics merged into it and whether the store changed it
     since the last transform come along."""
@@ -310,6 +313,7 @@ def topic_report(
         .then(change)
         .alias("change")
     )
+    table = table.with_columns(_change_intervals(table, f.days))
     if f.topics:  # the chosen topics' rows (each in its own workspace)
         chosen = pl.DataFrame(
             [(c.workspace_id, c.topic_id) for c in f.topics],
@@ -323,10 +327,31 @@ def topic_report(
     )  # fmt: skip
     trend = _trend(cube, cells, f, table)
     columns = ["workspace_id", "topic_id", "topic", "conversations", "share",
-               "previous_conversations", "change", *(c for c, _ in FIGURES), "examples",
+               "previous_conversations", "change", "change_low", "change_high",
+               *(c for c, _ in FIGURES), "examples",
                "merged_topics", "language", "pending", "topic_key",
                "merged_topic_ids"]  # fmt: skip
     return TopicReport(table.select(columns), trend, covered)
+
+
+def _change_intervals(table: pl.DataFrame, days: int) -> list[pl.Series]:
+    """The 95 % interval of each topic's change of conversations against the previous
+    period (``change_low``, ``change_high``; null where no change is shown): the ratio of
+    two Poisson counts over periods of the same length (``compare.poisson_rate_ratio``),
+    minus one."""
+    lows: list[float | None] = []
+    highs: list[float | None] = []
+    rows = table.select("conversations", "previous_conversations", "change").iter_rows()
+    for now, before, change in rows:
+        ratio = None
+        if change is not None and now is not None and before:
+            ratio = poisson_rate_ratio(int(now), days, int(before), days, LEVEL)
+        lows.append(ratio.low - 1.0 if ratio is not None and ratio.low is not None else None)
+        highs.append(ratio.high - 1.0 if ratio is not None and ratio.high is not None else None)
+    return [
+        pl.Series("change_low", lows, dtype=pl.Float64),
+        pl.Series("change_high", highs, dtype=pl.Float64),
+    ]
 
 
 def _trend(cube: Cube, cells: pl.DataFrame, f: Filters, table: pl.DataFrame) -> pl.DataFrame:

@@ -18,7 +18,7 @@ Query parameters: ``from``, ``to`` (YYYY-MM-DD), ``tz``, ``channel``
 for every page; on Conversations ``day``, ``basis``, ``locale``, ``intent``,
 ``source``, ``status`` (repeated), ``escalated``, ``flagged``, ``flag``,
 ``tier``, ``band``, ``below``, ``step``, ``q``, ``page`` and ``conversation``;
-on Explore ``notebook``.
+on Explore ``notebook``; on Compare its own (``_compare_views``).
 """
 
 from __future__ import annotations
