@@ -148,6 +148,32 @@ TOKENS_REVOKE_FOREIGN = json.dumps(
     {"acme": {**_TOKEN, "revocation_endpoint": "https://evil.example/r"}}
 )
 CASES = [
+    # convo monitors: a monitor's table, metric and name checked, one line each
+    Case(("monitors", "list"), "m.toml:3: [[monitors]] #1 k: Input should be greater than 0",
+         env={"CONVO_CONFIG": "m.toml"},
+         files={"m.toml": '[monitoring]\nenabled = true\n[[monitors]]\nname = "esc"\n'
+                          'metric = "escalationRate"\nk = 0\n'}),
+    Case(("monitors", "list", "--json"), "did you mean escalationRate",
+         env={"CONVO_CONFIG": "m.toml"},
+         files={"m.toml": '[[monitors]]\nname = "esc"\nmetric = "escalationrate"\n'}),
+    Case(("monitors", "history", "nope", "--db", "gone.duckdb"), "no monitor named 'nope'",
+         env={"CONVO_CONFIG": "m.toml"},
+         files={"m.toml": '[[monitors]]\nname = "esc"\nmetric = "escalationRate"\n'}),
+    Case(("monitors", "test", "esc", "--db", "gone.duckdb"), "does not exist",
+         env={"CONVO_CONFIG": "m.toml"},
+         files={"m.toml": '[[monitors]]\nname = "esc"\nmetric = "escalationRate"\n'}),
+    Case(("monitors", "test", "tz"), "not an IANA time zone",
+         env={"CONVO_CONFIG": "m.toml"},
+         files={"m.toml": '[[monitors]]\nname = "tz"\nmetric = "csat"\ntimezone = "Mars/Base"\n'}),
+    Case(("monitors", "list", "--db", "x.duckdb"), "which have no model tier",
+         env={"CONVO_CONFIG": "m.toml"},
+         files={"m.toml": '[[monitors]]\nname = "t"\nmetric = "csat"\n'
+                          'filters = { tier = ["fast"] }\n'}),
+    Case(("monitors", "evaluate", "--db", "gone.duckdb"), "does not exist"),
+    Case(("monitors", "delete", "esc"), "remove its table there",
+         env={"CONVO_CONFIG": "m.toml"},
+         files={"m.toml": '[[monitors]]\nname = "esc"\nmetric = "escalationRate"\n'}),
+    Case(("monitors", "delete", "other"), "no monitor named 'other' in the dashboard's store"),
     # convo topics discover: the input file's problems, one line each, nothing written
     Case(("topics", "discover", "--input", "gone.jsonl", "--out", "t.jsonl"), "does not exist"),
     Case(("topics", "discover", "--input", "a.txt", "--out", "t.jsonl"), "--format jsonl",
