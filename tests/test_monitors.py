@@ -28,7 +28,7 @@ from convo_analytics.monitors import (
     read_stored,
     save_monitor,
 )
-from convo_analytics.monitors._judge import Figures, windows_to_judge, window_of
+from convo_analytics.monitors._judge import Figures, window_of, windows_to_judge
 
 ESCALATION = CATALOGUE["escalationRate"]
 

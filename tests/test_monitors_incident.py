@@ -73,8 +73,10 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
     folder = tmp_path_factory.mktemp("incident")
     day_ms = int(datetime(INCIDENT.year, INCIDENT.month, INCIDENT.day, tzinfo=UTC).timestamp())
     incident = Incident(day_ms=day_ms * 1000, channel="web", intent="support")
-    sandbox = Sandbox(make_settings(conversations=CONVERSATIONS, days=60,
-                                    workspaces=[("acme", ACME_KEY)], incidents=(incident,)))  # fmt: skip
+    settings = make_settings(
+        conversations=CONVERSATIONS, days=60, workspaces=[("acme", ACME_KEY)], incidents=(incident,)
+    )
+    sandbox = Sandbox(settings)
     db = folder / "base.duckdb"
     with ServerThread(create_app(sandbox)) as server:
         result = extract(server.url, ACME_KEY, db)
@@ -89,8 +91,12 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
 
 def _settings(folder: Path, env: dict[str, str], monitors: str = MONITOR) -> Settings:
     (folder / "convo.toml").write_text(monitors, encoding="utf-8")
-    environ = {"CONVO_NOTIFY_DELIVERY_LOG": str(folder / "deliveries.jsonl"),
-               "CONVO_MONITORING_STORE_FILE": str(folder / "monitors.jsonl"), **FAST, **env}  # fmt: skip
+    environ = {
+        "CONVO_NOTIFY_DELIVERY_LOG": str(folder / "deliveries.jsonl"),
+        "CONVO_MONITORING_STORE_FILE": str(folder / "monitors.jsonl"),
+        **FAST,
+        **env,
+    }
     return load_settings(folder / "convo.toml", {}, environ, cwd=folder)
 
 

@@ -49,6 +49,7 @@ MODULES = [
     "bench_lake",
     "bench_topics",
     "bench_topic_page",
+    "bench_monitors",
 ]
 
 
