@@ -46,7 +46,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 STEPS: dict[str, Step] = {s.name: s for s in load_steps(_ROOT / "pipelines" / "nightly.py")}
 
 #: What a workspace's night is, in order: the partitioned assets' steps.
-NIGHT = ("extract", "webhook_ingest", "transform", "lake_publish")
+NIGHT = ("extract", "webhook_ingest", "transform", "monitors", "lake_publish")
 WORKSPACES = dg.DynamicPartitionsDefinition(name="workspaces")
 #: A failed step is tried twice more, 2 s then 4 s later (a rate limit's burst, a restart
 #: of the service, a lost connection); a workspace that still fails fails alone.
@@ -286,8 +286,8 @@ def runnable_workspaces(context: dg.OpExecutionContext, convo: ConvoSettings) ->
 
 @dg.op(retry_policy=RETRY)
 def workspace_night(context: dg.OpExecutionContext, convo: ConvoSettings, workspace: str) -> str:
-    """One workspace's extract, webhook ingest, transform and lake publish, on its shard
-    (one step, so one process start per workspace; every part is safe to repeat, so a
+    """One workspace's extract, webhook ingest, transform, monitors and lake publish, on its
+    shard (one step, so one process start per workspace; every part is safe to repeat, so a
     retry redoes the whole night cheaply: the loads skip what they already hold)."""
     settings = convo.settings()
     for step_name in NIGHT:
