@@ -168,3 +168,24 @@ def test_a_stored_monitor_cannot_take_a_configured_name() -> None:
         monitors_of([spec], [spec], "UTC")
     with pytest.raises(UserError, match="did you mean"):
         monitors_of([MonitorSpec(name="x", metric="escalationrate")], [], "UTC")
+
+
+def test_a_series_that_varies_more_than_chance_gets_wider_bounds() -> None:
+    from convo_analytics.monitors._judge import dispersion, residual
+
+    spec = MonitorSpec(name="m", metric="escalationRate")
+    history = [Figures(v, 200, 200.0) for v in (0.10, 0.12, 0.11, 0.13)]
+    now = Figures(0.2, 250, 250.0)
+    calm = bounds(spec, ESCALATION, now, history, phi=1.0)
+    wild = bounds(spec, ESCALATION, now, history, phi=4.0)
+    assert calm.upper is not None and wild.upper is not None
+    assert wild.upper - wild.baseline == pytest.approx(2 * (calm.upper - calm.baseline))
+    # the residual of a window that is its baseline's mean is 0; one far off is large
+    assert residual(spec, ESCALATION, Figures(0.115, 200, 200.0), history) == 0.0
+    far = residual(spec, ESCALATION, Figures(0.3, 200, 200.0), history)
+    assert far is not None and far > 9
+    assert residual(spec, ESCALATION, Figures(0.3, 10, 10.0), history) is None  # not judged
+    # a median of squared normals' median is a dispersion of 1; never below 1
+    assert dispersion([0.454936] * 7) == pytest.approx(1.0)
+    assert dispersion([0.0] * 7) == 1.0 and dispersion([4.0] * 6) is None
+    assert dispersion([4 * 0.454936] * 9) == pytest.approx(4.0)

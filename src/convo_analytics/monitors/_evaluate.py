@@ -25,16 +25,21 @@ import orjson
 import polars as pl
 
 from convo_analytics.compare import percentile
+from convo_analytics.config import MonitorSpec
 from convo_analytics.monitors._catalogue import MetricSpec
 from convo_analytics.monitors._definition import Monitor
 from convo_analytics.monitors._explain import breakdown, examples, focus, links
 from convo_analytics.monitors._judge import (
+    CALIBRATION,
     Figures,
     advance,
     baseline_windows,
     bounds,
     breach_of,
+    dispersion,
     last_complete_window,
+    previous_windows,
+    residual,
     windows_to_judge,
 )
 from convo_analytics.notify import notification_key
@@ -162,6 +167,11 @@ class _Series:
         self.cube, self.metric, self.window = cube, metric, window
         self.known: dict[date, dict[str, Any]] = {}
         self.figured: dict[date, Figures] = {}
+        self.first = date.max
+
+    def starting(self, first: date) -> None:
+        """The series' first day with data (no window before it is a residual)."""
+        self.first = first
 
     def load_days(self, first: date, last: date) -> None:
         if self.window == "day":
@@ -188,6 +198,18 @@ class _Series:
         if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
             return None
         return ((high - low) / 2) ** 2
+
+    def dispersion(self, w: tuple[date, date], spec: MonitorSpec) -> float | None:
+        """The series' dispersion from the residuals of the windows before ``w``."""
+        found = []
+        for u in previous_windows(w[0], spec.window, CALIBRATION[spec.window]):
+            if u[0] < self.first:
+                break
+            history = [self.figures(b) for b in baseline_windows(u[0], spec)]
+            r = residual(spec, self.metric, self.figures(u), history)
+            if r is not None:
+                found.append(r)
+        return dispersion(found)
 
     def figures(self, w: tuple[date, date]) -> Figures:
         """The window's value, sample (conversations), denominator and variance."""
@@ -263,7 +285,8 @@ def _evaluate_one(
     _, last = last_complete_window(today, spec.window)
     span = 7 * spec.weeks if spec.baseline == "same_weekday" else spec.windows * (
         1 if spec.window == "day" else 7)  # fmt: skip
-    first = today - timedelta(days=config.lookback_days + span + 7)
+    calibration = CALIBRATION[spec.window] * (1 if spec.window == "day" else 7)
+    first = today - timedelta(days=config.lookback_days + span + calibration + 7)
     cube = load_cube(con, monitor.timezone, first=first, last=last,
                      filters=_dimension_filters(monitor))  # fmt: skip
     present = sorted(set(cube.conversations["workspace_id"].fill_null("").unique().to_list()))
@@ -288,13 +311,14 @@ def _evaluate_one(
             if not windows:
                 continue
             figures = _Series(scube, metric, spec.window)
-            figures.load_days(windows[0][0] - timedelta(days=span + 7), last)
+            figures.starting(days.min())  # type: ignore[arg-type]
+            figures.load_days(windows[0][0] - timedelta(days=span + calibration + 7), last)
             for w in windows:
                 now_figures = figures.figures(w)
                 value, sample = now_figures.value, now_figures.sample
                 base = baseline_windows(w[0], spec)
                 history = [figures.figures(b) for b in base]
-                b = bounds(spec, metric, now_figures, history)
+                b = bounds(spec, metric, now_figures, history, figures.dispersion(w, spec))
                 reason = b.reason
                 if value is None:
                     reason = "no value (nothing to divide by)"

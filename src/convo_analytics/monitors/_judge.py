@@ -6,19 +6,16 @@ Pure functions over numbers, so each rule is tested on its own:
   and which earlier windows a window is compared with (the same weekday over the
   last N weeks, or the trailing N windows);
 - :func:`bounds`: the normal range. For a threshold, the thresholds. For a baseline,
-  ``b ± k·√(v + max(s² - v̄, 0) + s²/N)``, a prediction interval for one more window:
-  ``b`` the mean of the N baseline windows' values and ``s`` their standard deviation
-  (0 with one window); ``v`` the variance chance alone gives a window of the judged
+  ``b ± k·√(phi·(v + s²/N))``: ``b`` the mean of the N baseline windows' values and
+  ``s²`` their variance; ``v`` the variance chance alone gives a window of the judged
   one's size were ``b`` the truth (binomial for a proportion, Poisson for counts and
-  rates; at least one unit, so a baseline of zeros does not make every single event a
-  breach) and ``v̄`` the same for the baseline windows on average, so ``s² - v̄`` is
-  what really varies from window to window and ``s²/N`` the uncertainty of ``b``
-  itself (for a percentile, ``v`` and ``v̄`` come from each window's histogram: the
-  square of half its order-statistic interval at one standard error; for a mean they
-  are 0, and the spread is all ``s``). A window
-  is judged only when its sample (the conversations it holds) is at least
-  ``min_sample`` and at least two baseline windows (or all asked for, when fewer)
-  reach that sample too;
+  rates, at least one unit; for a percentile, from its histogram's order-statistic
+  interval; 0 for a mean); ``phi`` the series' dispersion (:func:`dispersion`: how much
+  more than chance its recent windows strayed from their own baselines, at least 1).
+  A young series without enough history for ``phi`` uses ``v + max(s² - v̄, 0) +
+  s²/N``. A window is judged only when its sample (the conversations it holds) is at
+  least ``min_sample`` and at least two baseline windows (or all asked for, when
+  fewer) reach that sample too;
 - :func:`advance`: the episode state machine. ``ok`` → a breach opens an episode
   (``alerting``; one alert) → breaches keep it open → the first judged window within
   bounds closes it (``resolved``; one resolve notice) → ``ok``. A window that is not
@@ -89,6 +86,16 @@ def windows_to_judge(
     return out
 
 
+#: Windows before a judged one whose residuals calibrate the series' dispersion.
+CALIBRATION = {"day": 28, "week": 12}
+
+
+def previous_windows(start: date, window: str, count: int) -> list[tuple[date, date]]:
+    """The ``count`` windows before the one starting at ``start``, newest first."""
+    step = _step(window)
+    return [window_of(start - step * i, window) for i in range(1, count + 1)]
+
+
 def baseline_windows(start: date, spec: MonitorSpec) -> list[tuple[date, date]]:
     """The earlier windows the window starting at ``start`` is compared with, newest first."""
     step = _step(spec.window)
@@ -132,38 +139,95 @@ def _chance(metric: MetricSpec, centre: float, window: Figures) -> float:
     return metric.sampling_variance(centre, window.denominator)
 
 
-def bounds(
-    spec: MonitorSpec, metric: MetricSpec, now: Figures, history: Sequence[Figures]
-) -> Bounds:
-    """The window ``now``'s bounds from its baseline windows ``history`` (threshold
-    monitors: the thresholds)."""
-    if spec.condition == "threshold":
-        return Bounds(None, spec.below, spec.above)
+#: The median of a chi-square with one degree of freedom: a squared standard normal's.
+_CHI2_1_MEDIAN = 0.454936
+#: Residuals needed before a series' own dispersion is trusted.
+MIN_CALIBRATION = 7
+
+
+@dataclass(frozen=True, slots=True)
+class _Baseline:
+    centre: float
+    spread2: float
+    chance_before: float
+    n: int
+
+
+def _baseline(spec: MonitorSpec, metric: MetricSpec, history: Sequence[Figures]) -> _Baseline | int:
+    """The baseline windows' mean, variance and mean chance variance; or how many were
+    usable when too few were."""
     usable = [
         f for f in history
         if f.value is not None and math.isfinite(f.value) and f.sample >= spec.min_sample
     ]  # fmt: skip
     asked = spec.weeks if spec.baseline == "same_weekday" else spec.windows
     if len(usable) < min(2, asked):
-        return Bounds(
-            None, None, None, len(usable),
-            f"baseline: {len(usable)} of {asked} windows with {spec.min_sample}+ conversations",
-        )  # fmt: skip
+        return len(usable)
     values = [f.value for f in usable if f.value is not None]
     centre = statistics.fmean(values)
     spread2 = statistics.variance(values) if len(values) > 1 else 0.0
-    # what chance alone gives the baseline windows on average, and the judged window
     chance_before = statistics.fmean(_chance(metric, centre, f) for f in usable)
+    return _Baseline(centre, spread2, chance_before, len(values))
+
+
+def _chance_now(metric: MetricSpec, centre: float, now: Figures) -> float:
+    """The judged window's chance variance, at least one unit of the metric squared."""
     den = now.denominator
     unit = 1.0 if metric.kind == "count" else metric.per / den if den > 0 else 0.0
     floor = unit * unit if metric.kind != "percentile" else 0.0
-    chance_now = max(_chance(metric, centre, now), floor)
-    between = max(spread2 - chance_before, 0.0)  # what varies from window to window
-    variance = chance_now + between + spread2 / len(values)
+    return max(_chance(metric, centre, now), floor)
+
+
+def residual(
+    spec: MonitorSpec, metric: MetricSpec, now: Figures, history: Sequence[Figures]
+) -> float | None:
+    """A past window's squared standardised distance from its own baseline, by the chance
+    model alone (``(x - b)² / (v + s²/N)``); None when it could not have been judged."""
+    base = _baseline(spec, metric, history)
+    if isinstance(base, int) or now.value is None or now.sample < spec.min_sample:
+        return None
+    scale = _chance_now(metric, base.centre, now) + base.spread2 / base.n
+    if scale <= 0 or not math.isfinite(now.value):
+        return None
+    return (now.value - base.centre) ** 2 / scale
+
+
+def dispersion(residuals: Sequence[float]) -> float | None:
+    """How much more the series varies than chance says: the median of its recent squared
+    standardised residuals over a squared normal's median, at least 1 (None: too few)."""
+    if len(residuals) < MIN_CALIBRATION:
+        return None
+    return max(1.0, statistics.median(residuals) / _CHI2_1_MEDIAN)
+
+
+def bounds(
+    spec: MonitorSpec,
+    metric: MetricSpec,
+    now: Figures,
+    history: Sequence[Figures],
+    phi: float | None = None,
+) -> Bounds:
+    """The window ``now``'s bounds from its baseline windows ``history`` (threshold
+    monitors: the thresholds); ``phi``: the series' dispersion (:func:`dispersion`)."""
+    if spec.condition == "threshold":
+        return Bounds(None, spec.below, spec.above)
+    base = _baseline(spec, metric, history)
+    if isinstance(base, int):
+        asked = spec.weeks if spec.baseline == "same_weekday" else spec.windows
+        return Bounds(
+            None, None, None, base,
+            f"baseline: {base} of {asked} windows with {spec.min_sample}+ conversations",
+        )  # fmt: skip
+    chance_now = _chance_now(metric, base.centre, now)
+    if phi is not None:  # the series' own calibration of the chance model
+        variance = phi * (chance_now + base.spread2 / base.n)
+    else:  # too little history: what varies beyond chance, from the baseline windows
+        between = max(base.spread2 - base.chance_before, 0.0)
+        variance = chance_now + between + base.spread2 / base.n
     width = spec.k * math.sqrt(variance)
-    lower = centre - width if spec.direction in ("down", "both") else None
-    upper = centre + width if spec.direction in ("up", "both") else None
-    return Bounds(centre, lower, upper, len(values))
+    lower = base.centre - width if spec.direction in ("down", "both") else None
+    upper = base.centre + width if spec.direction in ("up", "both") else None
+    return Bounds(base.centre, lower, upper, base.n)
 
 
 def breach_of(value: float, b: Bounds) -> str:
