@@ -174,6 +174,11 @@ def test_the_incident_fires_once_is_explained_delivered_and_resolved(scene: Scen
     subjects = [email.message_from_bytes(m["content"], policy=email.policy.default)["Subject"]
                 for m in mailbox.messages]  # fmt: skip
     assert len(subjects) == 2 and "escalationRate rose" in subjects[0]
+    first = email.message_from_bytes(mailbox.messages[0]["content"], policy=email.policy.default)
+    plain = first.get_body(("plain",))
+    assert plain is not None
+    text = plain.get_content()  # said in words, not a JSON dump of the explanation
+    assert "What changed:" in text and "- channel: web" in text and '"breakdown"' not in text
     assert subjects[1].startswith("[resolved] escalations")
     # the second run judges nothing new and tells nobody again
     assert again["windows"] == 0 and again["deliveries"] == {"recorded": 0}

@@ -117,19 +117,14 @@ def notice_of(row: Mapping[str, Any], description: str = "") -> Notification:
         "workspaceId": row["workspace_id"],
         "series": row["series"],
         "metric": metric,
-        "window": {
-            "start": _iso(row["window_start"]),
-            "end": _iso(row["window_end"]),
-            "kind": row["window_kind"],
-            "timezone": row["timezone"],
-        },
+        "window": f"{_iso(row['window_start'])} to {_iso(row['window_end'])} "
+        f"({row['window_kind']}, {row['timezone']})",
         "value": row["value"],
         "baseline": row.get("baseline"),
         "lower": row.get("lower_bound"),
         "upper": row.get("upper_bound"),
         "sample": row["sample"],
         "episodeStart": _iso(row.get("episode_start")),
-        "explanation": dict(explanation) if alerting else None,
     }
     return Notification(
         kind="monitor.alerting" if alerting else "monitor.resolved",
@@ -138,6 +133,15 @@ def notice_of(row: Mapping[str, Any], description: str = "") -> Notification:
         key=str(row["notification_key"]),
         source="monitor",
         fields=fields,
+        details={
+            "window": {
+                "start": _iso(row["window_start"]),
+                "end": _iso(row["window_end"]),
+                "kind": row["window_kind"],
+                "timezone": row["timezone"],
+            },
+            **({"explanation": dict(explanation)} if alerting else {}),
+        },
         env={
             "CONVO_MONITOR": str(row["monitor"]),
             "CONVO_MONITOR_STATE": str(row["state"]),

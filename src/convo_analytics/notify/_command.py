@@ -45,7 +45,7 @@ class CommandChannel:
 
     def send(self, notification: Notification, attempt: int, timeout: float) -> int | None:
         n = notification
-        body = {**n.fields, "text": n.text}
+        body = {**n.fields, **n.details, "text": n.text}
         for key, value in (("kind", n.kind), ("subject", n.subject), ("idempotencyKey", n.key)):
             body.setdefault(key, value)
         env = {

@@ -55,6 +55,10 @@ class Notification:
     source: str = ""
     #: Structured data (JSON values): a webhook's body carries them, Slack and email list them.
     fields: Mapping[str, Any] = field(default_factory=dict)
+    #: Structured data only machines read (the webhook's ``data`` and the command's body
+    #: carry it beside ``fields``; Slack and email, which people read, leave it out): e.g. a
+    #: monitor alert's whole explanation, which its text already says in words.
+    details: Mapping[str, Any] = field(default_factory=dict)
     #: Environment variables a command channel sets besides ``CONVO_NOTIFY_*`` (the run's
     #: alert: ``CONVO_RUN_ID`` and its siblings, as before notify/ existed).
     env: Mapping[str, str] = field(default_factory=dict)
@@ -92,6 +96,7 @@ class Notification:
             "subject": self.subject,
             "text": self.text,
             "fields": dict(self.fields),
+            "details": dict(self.details),
             "env": dict(self.env),
             "created_at": self.created_at,
         }
@@ -100,8 +105,9 @@ class Notification:
     def from_json(cls, row: Mapping[str, Any]) -> Notification:
         """The notification as the delivery log holds it (``KeyError``/``TypeError`` if not)."""
         fields, env = row.get("fields") or {}, row.get("env") or {}
-        if not isinstance(fields, dict) or not isinstance(env, dict):
-            raise TypeError("fields and env are objects")
+        details = row.get("details") or {}
+        if not all(isinstance(x, dict) for x in (fields, env, details)):
+            raise TypeError("fields, details and env are objects")
         return cls(
             kind=str(row["kind"]),
             subject=str(row["subject"]),
@@ -109,6 +115,7 @@ class Notification:
             key=str(row["key"]),
             source=str(row.get("source") or ""),
             fields=fields,
+            details=details,
             env={str(k): str(v) for k, v in env.items()},
             created_at=str(row.get("created_at") or ""),
         )

@@ -24,7 +24,7 @@ the names are the sandbox's delivery headers, D-WEBHOOK-HEADERS):
     the body and the signature are the same bytes every time.
 
 The body: ``{"event", "timestamp", "idempotencyKey", "source", "subject", "text",
-"data"}`` (``data``: the notification's fields), shaped like the interface's event
+"data"}`` (``data``: the notification's fields and details), shaped like the interface's event
 envelope. The run's alert URL of old (``run.alert_webhook_url``) keeps its flat
 body, ``{"runId", "status", "failedStep", "error", "warnings", "text"}``, with
 ``kind``, ``subject`` and ``idempotencyKey`` added, and is signed the same way
@@ -80,7 +80,7 @@ class WebhookChannel:
     def body(self, n: Notification) -> bytes:
         doc: dict[str, Any]
         if self.flat:
-            doc = {**n.fields, "text": n.text}
+            doc = {**n.fields, **n.details, "text": n.text}
             for key, value in (("kind", n.kind), ("subject", n.subject),
                                ("idempotencyKey", n.key)):  # fmt: skip
                 doc.setdefault(key, value)
@@ -92,7 +92,7 @@ class WebhookChannel:
                 "source": n.source,
                 "subject": n.subject,
                 "text": n.text,
-                "data": dict(n.fields),
+                "data": {**n.fields, **n.details},
             }
         return orjson.dumps(doc)
 
