@@ -148,6 +148,8 @@ TOKENS_REVOKE_FOREIGN = json.dumps(
     {"acme": {**_TOKEN, "revocation_endpoint": "https://evil.example/r"}}
 )
 CASES = [
+    Case(("sandbox", "archive", "--out", "a.jsonl", "--incident", "2026-11-13,web"),
+         "expected DAY,CHANNEL,INTENT", env={"CONVO_WEBHOOK_SECRET": "whsec_incident_0123"}),
     # convo monitors: a monitor's table, metric and name checked, one line each
     Case(("monitors", "list"), "m.toml:3: [[monitors]] #1 k: Input should be greater than 0",
          env={"CONVO_CONFIG": "m.toml"},

@@ -64,6 +64,16 @@ Workspace = Annotated[
         "'demo' gets a generated key, printed at start. Sandbox keys are test credentials.",
     ),
 ]
+Incidents = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--incident",
+        metavar="DAY,CHANNEL,INTENT[,SHARE[,WORKSPACE]]",
+        help="Inject a fault into the history: on DAY (UTC), that share (default 1) of the "
+        "conversations of CHANNEL and INTENT are escalated (in WORKSPACE, default every one). "
+        "What a monitor must find; repeatable.",
+    ),
+]
 Archive = Annotated[
     Path | None,
     typer.Option(
@@ -92,6 +102,14 @@ def _sandbox_settings(
                 f"--workspace {name or entry!r}: expected NAME:KEY, e.g. --workspace acme:sk_test_1"
             )
         workspaces.append((name, key))
+    from convo_analytics.sandbox import Incident
+
+    incidents = []
+    for text in extra.get("incident") or []:
+        try:
+            incidents.append(Incident.parse(text))
+        except ValueError as exc:
+            raise UserError(f"--incident {text!r}: {exc}") from None
     until_ms = None
     if extra["until"]:
         try:
@@ -129,6 +147,7 @@ def _sandbox_settings(
             access_token_seconds=settings.get_int("sandbox.oauth_token_seconds"),
         ),
         client_secrets=dict(served.client_secrets) if served is not None else {},
+        incidents=tuple(incidents),
     )
     try:
         result.validate()
@@ -159,6 +178,7 @@ def serve(
     conversations: Conversations = None,
     days: Days = None,
     until: Until = None,
+    incident: Incidents = None,
     rate_limit: Annotated[
         str | None,
         typer.Option(
@@ -267,7 +287,9 @@ def serve(
         settings = settings_from_context(ctx, overrides)
     else:
         settings, served = _for_config(ctx, for_config, overrides, workspace)
-    config = _sandbox_settings(settings, {"workspace": workspace, "until": until}, served)
+    config = _sandbox_settings(
+        settings, {"workspace": workspace, "until": until, "incident": incident}, served
+    )
     from convo_analytics.sandbox import Sandbox, create_app, write_history_archive
 
     out = Console(highlight=False, soft_wrap=True)
@@ -404,6 +426,7 @@ def archive(
     days: Days = None,
     until: Until = None,
     workspace: Workspace = None,
+    incident: Incidents = None,
 ) -> None:
     """Write a generated history as a signed webhook archive, without serving.
 
@@ -412,7 +435,9 @@ def archive(
     settings = settings_from_context(
         ctx, {"sandbox.seed": seed, "sandbox.conversations": conversations, "sandbox.days": days}
     )
-    config = _sandbox_settings(settings, {"workspace": workspace, "until": until})
+    config = _sandbox_settings(
+        settings, {"workspace": workspace, "until": until, "incident": incident}
+    )
     configured = _webhook_secrets(settings)
     if not configured:
         raise UserError(

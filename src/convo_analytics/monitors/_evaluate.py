@@ -206,10 +206,18 @@ class _Series:
             if u[0] < self.first:
                 break
             history = [self.figures(b) for b in baseline_windows(u[0], spec)]
-            r = residual(spec, self.metric, self.figures(u), history)
+            r = residual(spec, self.metric, self.figures(u), history, self.trailing(u, spec))
             if r is not None:
                 found.append(r)
         return dispersion(found)
+
+    def trailing(self, w: tuple[date, date], spec: MonitorSpec) -> list[tuple[int, Figures]]:
+        """(weekday, figures) of the days a same-weekday day window's centre is pooled
+        with: the ``7 * weeks`` days before it (none for other monitors)."""
+        if spec.window != "day" or spec.baseline != "same_weekday":
+            return []
+        days = previous_windows(w[0], "day", 7 * spec.weeks)
+        return [(d[0].weekday(), self.figures(d)) for d in days if d[0] >= self.first]
 
     def figures(self, w: tuple[date, date]) -> Figures:
         """The window's value, sample (conversations), denominator and variance."""
@@ -285,7 +293,7 @@ def _evaluate_one(
     _, last = last_complete_window(today, spec.window)
     span = 7 * spec.weeks if spec.baseline == "same_weekday" else spec.windows * (
         1 if spec.window == "day" else 7)  # fmt: skip
-    calibration = CALIBRATION[spec.window] * (1 if spec.window == "day" else 7)
+    calibration = CALIBRATION[spec.window] * (1 if spec.window == "day" else 7) + span
     first = today - timedelta(days=config.lookback_days + span + calibration + 7)
     cube = load_cube(con, monitor.timezone, first=first, last=last,
                      filters=_dimension_filters(monitor))  # fmt: skip
@@ -318,7 +326,8 @@ def _evaluate_one(
                 value, sample = now_figures.value, now_figures.sample
                 base = baseline_windows(w[0], spec)
                 history = [figures.figures(b) for b in base]
-                b = bounds(spec, metric, now_figures, history, figures.dispersion(w, spec))
+                b = bounds(spec, metric, now_figures, history, figures.dispersion(w, spec),
+                           figures.trailing(w, spec))  # fmt: skip
                 reason = b.reason
                 if value is None:
                     reason = "no value (nothing to divide by)"

@@ -148,26 +148,70 @@ MIN_CALIBRATION = 7
 @dataclass(frozen=True, slots=True)
 class _Baseline:
     centre: float
+    #: The variance of ``centre`` as an estimate of the judged window's normal value.
+    centre_variance: float
     spread2: float
     chance_before: float
     n: int
 
 
-def _baseline(spec: MonitorSpec, metric: MetricSpec, history: Sequence[Figures]) -> _Baseline | int:
-    """The baseline windows' mean, variance and mean chance variance; or how many were
-    usable when too few were."""
-    usable = [
-        f for f in history
-        if f.value is not None and math.isfinite(f.value) and f.sample >= spec.min_sample
-    ]  # fmt: skip
+def _usable(spec: MonitorSpec, f: Figures) -> bool:
+    return f.value is not None and math.isfinite(f.value) and f.sample >= spec.min_sample
+
+
+def _pooled(
+    spec: MonitorSpec, values: Sequence[float], trailing: Sequence[tuple[int, Figures]]
+) -> tuple[float, float] | None:
+    """The same weekday's centre shrunk towards the trailing days' level by how much
+    weekdays really differ (partial pooling), and its variance; None with too few days.
+
+    ``trailing``: (weekday, figures) of the ``7 * weeks`` days before the judged one.
+    With ``W`` the days' variance within a weekday, ``B`` the variance of the weekday
+    means (each of about ``m`` days), ``tau² = max(B - W/m, 0)`` is what weekdays truly
+    differ by, and ``lam = tau² / (tau² + W/N)`` how much of the same weekday's own
+    mean (of ``N`` days) to trust: 1 for a metric with a strong weekly rhythm (the
+    number of conversations), near 0 for one without (a rate), which then rests on all
+    the trailing days instead of four."""
+    groups: dict[int, list[float]] = {}
+    for weekday, f in trailing:
+        if _usable(spec, f) and f.value is not None:
+            groups.setdefault(weekday, []).append(f.value)
+    several = [g for g in groups.values() if len(g) >= 2]
+    every = [v for g in groups.values() for v in g]
+    if len(several) < 3 or len(every) < 10 or not values:
+        return None
+    within = statistics.fmean(statistics.variance(g) for g in several)
+    per_group = statistics.fmean(len(g) for g in several)
+    between = statistics.variance([statistics.fmean(g) for g in several])
+    tau2 = max(between - within / per_group, 0.0)
+    level, own = statistics.fmean(every), statistics.fmean(values)
+    n = len(values)
+    lam = tau2 / (tau2 + within / n) if tau2 + within > 0 else 1.0
+    centre = level + lam * (own - level)
+    variance = lam * lam * within / n + (1 - lam) ** 2 * within / len(every)
+    return centre, variance
+
+
+def _baseline(
+    spec: MonitorSpec,
+    metric: MetricSpec,
+    history: Sequence[Figures],
+    trailing: Sequence[tuple[int, Figures]] = (),
+) -> _Baseline | int:
+    """The baseline windows' centre and its variance, their variance and mean chance
+    variance; or how many were usable when too few were."""
+    usable = [f for f in history if _usable(spec, f)]
     asked = spec.weeks if spec.baseline == "same_weekday" else spec.windows
     if len(usable) < min(2, asked):
         return len(usable)
     values = [f.value for f in usable if f.value is not None]
     centre = statistics.fmean(values)
     spread2 = statistics.variance(values) if len(values) > 1 else 0.0
+    centre_variance = spread2 / len(values)
+    if trailing and (pooled := _pooled(spec, values, trailing)) is not None:
+        centre, centre_variance = pooled
     chance_before = statistics.fmean(_chance(metric, centre, f) for f in usable)
-    return _Baseline(centre, spread2, chance_before, len(values))
+    return _Baseline(centre, centre_variance, spread2, chance_before, len(values))
 
 
 def _chance_now(metric: MetricSpec, centre: float, now: Figures) -> float:
@@ -179,14 +223,18 @@ def _chance_now(metric: MetricSpec, centre: float, now: Figures) -> float:
 
 
 def residual(
-    spec: MonitorSpec, metric: MetricSpec, now: Figures, history: Sequence[Figures]
+    spec: MonitorSpec,
+    metric: MetricSpec,
+    now: Figures,
+    history: Sequence[Figures],
+    trailing: Sequence[tuple[int, Figures]] = (),
 ) -> float | None:
     """A past window's squared standardised distance from its own baseline, by the chance
-    model alone (``(x - b)² / (v + s²/N)``); None when it could not have been judged."""
-    base = _baseline(spec, metric, history)
+    model alone (``(x - b)² / (v + var(b))``); None when it could not have been judged."""
+    base = _baseline(spec, metric, history, trailing)
     if isinstance(base, int) or now.value is None or now.sample < spec.min_sample:
         return None
-    scale = _chance_now(metric, base.centre, now) + base.spread2 / base.n
+    scale = _chance_now(metric, base.centre, now) + base.centre_variance
     if scale <= 0 or not math.isfinite(now.value):
         return None
     return (now.value - base.centre) ** 2 / scale
@@ -206,12 +254,14 @@ def bounds(
     now: Figures,
     history: Sequence[Figures],
     phi: float | None = None,
+    trailing: Sequence[tuple[int, Figures]] = (),
 ) -> Bounds:
     """The window ``now``'s bounds from its baseline windows ``history`` (threshold
-    monitors: the thresholds); ``phi``: the series' dispersion (:func:`dispersion`)."""
+    monitors: the thresholds); ``phi``: the series' dispersion (:func:`dispersion`);
+    ``trailing``: the days before a same-weekday day window, for partial pooling."""
     if spec.condition == "threshold":
         return Bounds(None, spec.below, spec.above)
-    base = _baseline(spec, metric, history)
+    base = _baseline(spec, metric, history, trailing)
     if isinstance(base, int):
         asked = spec.weeks if spec.baseline == "same_weekday" else spec.windows
         return Bounds(
@@ -220,10 +270,10 @@ def bounds(
         )  # fmt: skip
     chance_now = _chance_now(metric, base.centre, now)
     if phi is not None:  # the series' own calibration of the chance model
-        variance = phi * (chance_now + base.spread2 / base.n)
+        variance = phi * (chance_now + base.centre_variance)
     else:  # too little history: what varies beyond chance, from the baseline windows
         between = max(base.spread2 - base.chance_before, 0.0)
-        variance = chance_now + between + base.spread2 / base.n
+        variance = chance_now + between + base.centre_variance
     width = spec.k * math.sqrt(variance)
     lower = base.centre - width if spec.direction in ("down", "both") else None
     upper = base.centre + width if spec.direction in ("up", "both") else None

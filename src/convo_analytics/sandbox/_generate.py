@@ -138,6 +138,30 @@ class Incident:
     #: The workspace name it happens in (None: every workspace).
     workspace: str | None = None
 
+    @classmethod
+    def parse(cls, text: str) -> Incident:
+        """``DAY,CHANNEL,INTENT[,SHARE[,WORKSPACE]]`` (DAY: YYYY-MM-DD, UTC); ValueError
+        saying what is wrong."""
+        from datetime import UTC, datetime
+
+        parts = [p.strip() for p in text.split(",")]
+        if not 3 <= len(parts) <= 5 or not all(parts[:3]):
+            raise ValueError("expected DAY,CHANNEL,INTENT[,SHARE[,WORKSPACE]]")
+        try:
+            day = datetime.strptime(parts[0], "%Y-%m-%d").replace(tzinfo=UTC)
+        except ValueError:
+            raise ValueError(f"{parts[0]!r} is not a day (YYYY-MM-DD)") from None
+        share = 1.0
+        if len(parts) >= 4 and parts[3]:
+            try:
+                share = float(parts[3])
+            except ValueError:
+                share = -1.0
+            if not 0.0 < share <= 1.0:
+                raise ValueError(f"the share {parts[3]!r} is not a number in (0, 1]")
+        workspace = parts[4] if len(parts) == 5 and parts[4] else None
+        return cls(int(day.timestamp()) * 1000, parts[1], parts[2], share, workspace)
+
     def hits(self, start: int, channel: str, intent: str) -> bool:
         return (
             self.day_ms <= start < self.day_ms + DAY_MS
