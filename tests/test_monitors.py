@@ -189,3 +189,21 @@ def test_a_series_that_varies_more_than_chance_gets_wider_bounds() -> None:
     assert dispersion([0.454936] * 7) == pytest.approx(1.0)
     assert dispersion([0.0] * 7) == 1.0 and dispersion([4.0] * 6) is None
     assert dispersion([4 * 0.454936] * 9) == pytest.approx(4.0)
+
+
+def test_a_same_weekday_centre_is_pooled_by_how_much_weekdays_really_differ() -> None:
+    from convo_analytics.monitors._judge import _pooled
+
+    spec = MonitorSpec(name="m", metric="conversations")
+    # 28 days: weekdays differ a lot (a weekly rhythm) -> the own weekday's mean is kept
+    rhythm = [(d % 7, Figures(100.0 + 200.0 * (d % 7 == 0) + (d % 3), 300, 300.0))
+              for d in range(28)]  # fmt: skip
+    own = [300.0, 301.0, 302.0, 300.0]
+    centre, variance = _pooled(spec, own, rhythm) or (0.0, 0.0)
+    assert centre == pytest.approx(statistics.fmean(own), abs=0.5) and variance > 0
+    # no weekly rhythm: the four high values are shrunk to the 28 days' level
+    flat = [(d % 7, Figures(0.15 + 0.01 * ((d * 5) % 3 - 1), 300, 300.0)) for d in range(28)]
+    centre, _ = _pooled(spec, [0.17, 0.18, 0.16, 0.17], flat) or (0.0, 0.0)
+    level = statistics.fmean(f.value for _, f in flat if f.value is not None)
+    assert abs(centre - level) < 0.01 < abs(0.17 - level)
+    assert _pooled(spec, own, rhythm[:8]) is None  # too few days to pool
