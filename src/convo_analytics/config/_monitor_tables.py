@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from convo_analytics.config._table_problems import table_problems
 
 __all__ = ["MONITOR_NAME", "MonitorFilters", "MonitorSpec", "monitor_problems"]
 
@@ -87,22 +89,4 @@ def monitor_problems(
 ) -> tuple[list[MonitorSpec], list[str]]:
     """The tables of ``raw`` validated, and one line per problem (a malformed table, a
     repeated name)."""
-    specs: list[MonitorSpec] = []
-    problems: list[str] = []
-    for i, table in enumerate(raw):
-        try:
-            specs.append(MonitorSpec.model_validate(table))
-        except ValidationError as exc:
-            for error in exc.errors():
-                loc = ".".join(str(p) for p in error["loc"]) or "table"
-                msg = error["msg"].removeprefix("Value error, ")
-                if error["type"] == "string_pattern_mismatch" and error["loc"] == ("name",):
-                    msg = (
-                        f"{error['input']!r} is not a monitor name: letters, digits, '.', "
-                        "'_' and '-', starting with a letter or digit, at most 63"
-                    )
-                problems.append(f"{origin} #{i + 1} {loc}: {msg}")
-    names = [s.name for s in specs]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    problems += [f"{origin} name {n!r} is used twice" for n in repeated]
-    return specs, problems
+    return table_problems(raw, MonitorSpec, origin, "monitor")

@@ -12,9 +12,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from convo_analytics._net import insecure_url
+from convo_analytics.config._table_problems import table_problems
 from convo_analytics.config._urls import url_secret
 
 __all__ = ["WORKSPACE_NAME", "ApiKeyAuth", "OAuthAuth", "WorkspaceSpec", "workspace_problems"]
@@ -94,22 +95,4 @@ class WorkspaceSpec(_Spec):
 def workspace_problems(raw: list[Any]) -> tuple[list[WorkspaceSpec], list[str]]:
     """The tables of ``raw`` validated, and one line per problem (a malformed table, a
     repeated name)."""
-    specs: list[WorkspaceSpec] = []
-    problems: list[str] = []
-    for i, table in enumerate(raw):
-        try:
-            specs.append(WorkspaceSpec.model_validate(table))
-        except ValidationError as exc:
-            for error in exc.errors():
-                loc = ".".join(str(p) for p in error["loc"])
-                msg = error["msg"].removeprefix("Value error, ")
-                if error["type"] == "string_pattern_mismatch" and error["loc"] == ("name",):
-                    msg = (
-                        f"{error['input']!r} is not a workspace name: letters, digits, '.', "
-                        "'_' and '-', starting with a letter or digit, at most 63"
-                    )
-                problems.append(f"[[workspaces]] #{i + 1} {loc}: {msg}")
-    names = [s.name for s in specs]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    problems += [f"[[workspaces]] name {n!r} is used twice" for n in repeated]
-    return specs, problems
+    return table_problems(raw, WorkspaceSpec, "[[workspaces]]", "workspace")

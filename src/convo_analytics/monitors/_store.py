@@ -13,53 +13,26 @@ starts a fresh line. A stored table is checked by the same model as a
 
 from __future__ import annotations
 
-import fcntl
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from convo_analytics._app_state import append_line, locked, read_lines
 from convo_analytics.config import MonitorSpec, monitor_problems
 from convo_analytics.errors import UserError
 
 __all__ = ["delete_monitor", "read_stored", "save_monitor"]
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
 def _lines(path: Path) -> list[dict[str, Any]]:
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return []
+        rows = read_lines(path)
     except OSError as exc:
         raise UserError(
             f"monitoring.store_file {path}: cannot be read ({exc.strerror}); fix its "
             "permissions or point monitoring.store_file elsewhere"
         ) from None
-    out = []
-    for line in data.splitlines():
-        try:
-            row = orjson.loads(line) if line.strip() else None
-        except orjson.JSONDecodeError:
-            continue  # a line a kill cut short
-        if isinstance(row, dict) and row.get("op") in ("save", "delete"):
-            out.append(row)
-    return out
+    return [r for r in rows if isinstance(r, dict) and r.get("op") in ("save", "delete")]
 
 
 def read_stored(path: Path) -> list[MonitorSpec]:
@@ -78,19 +51,8 @@ def read_stored(path: Path) -> list[MonitorSpec]:
 
 
 def _append(path: Path, row: dict[str, Any]) -> None:
-    with _locked(path):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            size = os.fstat(fd).st_size
-            prefix = b""
-            if size:
-                with path.open("rb") as f:  # a line a kill cut short: start a new one
-                    f.seek(size - 1)
-                    prefix = b"" if f.read(1) == b"\n" else b"\n"
-            os.write(fd, prefix + orjson.dumps(row) + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    with locked(path):
+        append_line(path, row)
 
 
 def _now() -> str:

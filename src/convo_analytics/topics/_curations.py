@@ -14,18 +14,14 @@ a kill left half-written is skipped, and the next append starts a fresh line.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
-
+from convo_analytics._app_state import append_line, locked, read_lines
 from convo_analytics.errors import UserError
 
 __all__ = [
@@ -110,21 +106,8 @@ def checked(curation: Curation) -> Curation:
     return curation
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+def _parse(row: Any) -> Curation | None:
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
-def _parse(line: bytes) -> Curation | None:
-    try:
-        row = orjson.loads(line)
         curation = Curation(
             workspace_id=str(row["workspace_id"]),
             action=row["action"],
@@ -139,7 +122,7 @@ def _parse(line: bytes) -> Curation | None:
             sequence=int(row["sequence"]),
         )
         return checked(curation)
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, UserError):
+    except (KeyError, TypeError, ValueError, UserError):
         return None
 
 
@@ -147,17 +130,15 @@ def read_curations(path: Path, workspace_id: str | None = None) -> list[Curation
     """The store's curations in order (one workspace's, when named); unreadable lines (a
     half-written last line, a hand edit gone wrong) are skipped. No file: none."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return []
+        rows = read_lines(path)
     except OSError as exc:
         raise UserError(
             f"topics.curations_file {path}: cannot be read ({exc.strerror}); fix its "
             "permissions or point topics.curations_file elsewhere"
         ) from None
     out = []
-    for line in data.splitlines():
-        found = _parse(line) if line.strip() else None
+    for row in rows:
+        found = _parse(row)
         if found is not None and (workspace_id is None or found.workspace_id == workspace_id):
             out.append(found)
     return sorted(out, key=lambda c: c.sequence)
@@ -166,7 +147,7 @@ def read_curations(path: Path, workspace_id: str | None = None) -> list[Curation
 def append_curation(path: Path, curation: Curation) -> Curation:
     """Check ``curation``, number it after the store's last one and append it (durably)."""
     curation = checked(curation)
-    with _locked(path):
+    with locked(path):
         existing = read_curations(path)
         sequence = max((c.sequence for c in existing), default=0) + 1
         stamped = replace(
@@ -174,18 +155,7 @@ def append_curation(path: Path, curation: Curation) -> Curation:
             sequence=sequence,
             created_at=curation.created_at or datetime.now(UTC).isoformat(timespec="seconds"),
         )
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            size = os.fstat(fd).st_size
-            prefix = b""
-            if size:
-                with path.open("rb") as f:  # a line a kill cut short: start a new one
-                    f.seek(size - 1)
-                    prefix = b"" if f.read(1) == b"\n" else b"\n"
-            os.write(fd, prefix + orjson.dumps(stamped.as_json()) + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_line(path, stamped.as_json())
     return stamped
 
 
