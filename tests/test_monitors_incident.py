@@ -244,3 +244,19 @@ def test_a_kill_between_storing_and_telling_delivers_on_the_rerun_once(scene: Sc
     assert second["deliveries"] == {"recorded": 0}
     assert receiver.keys == {r["notification_key"]: 1 for r in stored}
     assert all(r["notified_at"] is not None for r in _rows(db) if r["notification_key"])
+    # the commands that read them: list (the state), history (newest first, explained)
+    cli = [sys.executable, "-m", "convo_analytics.cli", "monitors"]
+    listed = orjson.loads(subprocess.run([*cli, "list", "--db", str(db), "--json"], env=env,
+                                         cwd=folder, capture_output=True, text=True,
+                                         timeout=120, check=True).stdout)  # fmt: skip
+    (monitor,) = listed["monitors"]
+    assert monitor["name"] == "escalations" and monitor["origin"] == "config"
+    assert [s["state"] for s in monitor["series"]] == ["ok"]
+    history = orjson.loads(subprocess.run([*cli, "history", "escalations", "--db", str(db),
+                                           "--limit", "400", "--json"], env=env, cwd=folder,
+                                          capture_output=True, text=True, timeout=120,
+                                          check=True).stdout)  # fmt: skip
+    starts = [r["window_start"] for r in history["rows"]]
+    assert starts == sorted(starts, reverse=True) and str(INCIDENT) in starts
+    (opened,) = [r for r in history["rows"] if r["window_start"] == str(INCIDENT)]
+    assert opened["state"] == "alerting" and opened["explanation"]["slice"]["channel"] == "web"

@@ -157,21 +157,36 @@ def history(
 
 
 def _print_rows(rows: list[dict[str, Any]]) -> None:
+    """The windows as a table; the workspace and note columns only when they say something."""
     from convo_analytics.monitors import format_value
 
-    table = Table("window", "workspace", "value", "baseline", "bounds", "sample", "state", "note")
+    places = {(r["workspace_id"], r["series"]) for r in rows}
+    noted = any(r["reason"] for r in rows)
+    table = Table()
+    table.add_column("window", no_wrap=True)
+    if len(places) > 1:
+        table.add_column("series")
+    for name in ("value", "expected", "normal range"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("sample", no_wrap=True, justify="right")
+    table.add_column("state", no_wrap=True)
+    if noted:
+        table.add_column("note")
     for r in rows:
         metric = r["metric"]
         bounds = " to ".join(
             format_value(metric, b) if b is not None else "…"
             for b in (r["lower_bound"], r["upper_bound"])
         )
-        where = (r["workspace_id"] or "(default)") + (f"/{r['series']}" if r["series"] else "")
-        table.add_row(
-            str(r["window_start"]), Text(where), format_value(metric, r["value"]),
-            format_value(metric, r["baseline"]), bounds, f"{r['sample']:,}", r["state"],
-            Text(r["reason"] or ""),
-        )  # fmt: skip
+        cells: list[Any] = [str(r["window_start"])]
+        if len(places) > 1:
+            cells.append(Text((r["workspace_id"] or "(default)")
+                              + (f"/{r['series']}" if r["series"] else "")))  # fmt: skip
+        cells += [format_value(metric, r["value"]), format_value(metric, r["baseline"]), bounds,
+                  f"{r['sample']:,}", r["state"]]  # fmt: skip
+        if noted:
+            cells.append(Text(r["reason"] or ""))
+        table.add_row(*cells)
     Console(highlight=False, soft_wrap=True).print(table, markup=False)
 
 
