@@ -31,6 +31,7 @@ from convo_analytics.config import MonitorFilters, MonitorSpec, Settings
 from convo_analytics.dashboard._queries import has_table
 from convo_analytics.errors import UserError
 from convo_analytics.monitors import Monitor, check_monitor, read_stored
+from convo_analytics.transform._frames import read_frame
 
 __all__ = [
     "FILTER_DIMENSIONS",
@@ -141,7 +142,8 @@ def monitor_states(
     latest window: its state, that window, the last window that was judged, the episode
     it is in, and the value with its bounds."""
     where, params = _scope(versions, workspaces)
-    return con.execute(
+    return read_frame(
+        con,
         f"""SELECT monitor, workspace_id, series, state, window_start, window_end,
                    last_judged, episode_start, value, lower_bound, upper_bound, sample, severity
             FROM (SELECT *,
@@ -151,7 +153,7 @@ def monitor_states(
                   WINDOW w AS (PARTITION BY monitor, workspace_id, series))
             WHERE n = 1 ORDER BY monitor, workspace_id, series""",
         params,
-    ).pl()
+    )
 
 
 def monitor_history(
@@ -164,13 +166,14 @@ def monitor_history(
     with its baseline and bounds, the sample, and whether it was judged, breached, and in
     which state it left the series (for the chart and its table)."""
     where, params = _scope([(name, version)], workspaces)
-    return con.execute(
+    return read_frame(
+        con,
         f"""SELECT workspace_id, series, window_start, window_end, value, baseline,
                    lower_bound, upper_bound, sample, judged, breach, state, reason
             FROM monitor_evaluations WHERE {where}
             ORDER BY workspace_id, series, window_start""",
         params,
-    ).pl()
+    )
 
 
 @dataclass(frozen=True, slots=True)
