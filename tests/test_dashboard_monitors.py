@@ -76,8 +76,12 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         db = folder / "w.duckdb"
         con = open_warehouse(db)
         try:  # the same warehouse, published as a version without monitors would have
-            publish_snapshot(con, db, folder / "old",
-                             prepare=lambda c: c.execute("DROP TABLE monitor_evaluations"))
+            publish_snapshot(
+                con,
+                db,
+                folder / "old",
+                prepare=lambda c: c.execute("DROP TABLE monitor_evaluations"),
+            )
         finally:  # fmt: skip
             con.close()
         settings = load_settings(config, {}, environ={})

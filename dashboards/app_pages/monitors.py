@@ -126,6 +126,15 @@ else:
                "its state is the one its latest window left it in.")  # fmt: skip
 
 
+def _bounds(metric: str, lower: float | None, upper: float | None) -> str:
+    """The range a window was judged normal in, in words."""
+    if lower is not None and upper is not None:
+        return f"{format_value(metric, lower)} to {format_value(metric, upper)}"
+    if upper is not None:
+        return f"up to {format_value(metric, upper)}"
+    return f"from {format_value(metric, lower)}" if lower is not None else "none"
+
+
 def _episodes_table(episodes: list[Episode], metric: str) -> pl.DataFrame:
     return pl.DataFrame(
         [
@@ -136,10 +145,7 @@ def _episodes_table(episodes: list[Episode], metric: str) -> pl.DataFrame:
                 "resolved": e.resolved,
                 "state": "open" if e.open else "resolved",
                 "value": format_value(metric, e.value),
-                "bounds": " to ".join(
-                    format_value(metric, b) if b is not None else "…"
-                    for b in (e.lower_bound, e.upper_bound)
-                ),
+                "normal": _bounds(metric, e.lower_bound, e.upper_bound),
                 "sample": e.sample,
             }
             for e in episodes
@@ -155,8 +161,7 @@ def _explain(episode: Episode, metric: str) -> None:
     st.markdown(
         f"**{plain(where)}, window {episode.start}**: {metric} was "
         f"{plain(format_value(metric, episode.value))} on {episode.sample:,} conversations "
-        f"(normal: {plain(format_value(metric, episode.lower_bound))} to "
-        f"{plain(format_value(metric, episode.upper_bound))})."
+        f"(normal: {plain(_bounds(metric, episode.lower_bound, episode.upper_bound))})."
     )
     explanation = episode.explanation
     tables = breakdown_tables(explanation)
@@ -190,8 +195,9 @@ def _explain(episode: Episode, metric: str) -> None:
     if examples:
         st.markdown("**Example conversations**")
         st.dataframe(
-            pl.DataFrame([{k: None if v is None else str(v) for k, v in e.items()}
-                          for e, _ in examples]),  # fmt: skip
+            pl.DataFrame(
+                [{k: None if v is None else str(v) for k, v in e.items()} for e, _ in examples]
+            ),
             hide_index=True,
             width="stretch",
         )
@@ -246,11 +252,12 @@ if monitors:
         kind = "percent" if CATALOGUE[metric].kind == "proportion" else "number"
         with st.expander("Every window"):
             st.dataframe(
-                mine.sort("window_start", descending=True).with_columns(
-                    pl.col(c).map_elements(lambda v: value_text(v, kind),
-                                           return_dtype=pl.String)  # fmt: skip
+                mine.sort("window_start", descending=True)
+                .with_columns(
+                    pl.col(c).map_elements(lambda v: value_text(v, kind), return_dtype=pl.String)
                     for c in ("value", "baseline", "lower_bound", "upper_bound")
-                ).drop("workspace_id", "series"),
+                )
+                .drop("workspace_id", "series"),
                 hide_index=True,
                 width="stretch",
             )
@@ -263,7 +270,15 @@ if monitors:
         if not episodes:
             st.caption("No episode: every judged window was within its bounds.")
         else:
-            st.dataframe(_episodes_table(episodes, metric), hide_index=True, width="stretch")
+            st.dataframe(
+                _episodes_table(episodes, metric),
+                hide_index=True,
+                width="stretch",
+                column_config={
+                    c: st.column_config.DateColumn(c.capitalize())
+                    for c in ("opened", "last breach", "resolved")
+                },
+            )
             labels = {i: f"{e.start} ({'open' if e.open else 'resolved'})"
                       for i, e in enumerate(episodes)}  # fmt: skip
             chosen = st.selectbox("Alert", list(labels), format_func=labels.__getitem__,
@@ -319,8 +334,11 @@ with right:
         st.text_input("Above", key="mon_above", help="Alert above this value (blank: none).")
         st.text_input("Below", key="mon_below", help="Alert below this value (blank: none).")
     st.number_input("Minimum sample (conversations)", key="mon_min_sample", step=1)
-    st.text_input("Delay (days)", key="mon_delay_days",
-                  help="Days a window waits before it is judged (blank: the metric's own).")
+    st.text_input(
+        "Delay (days)",
+        key="mon_delay_days",
+        help="Days a window waits before it is judged (blank: the metric's own).",
+    )
     st.selectbox("Severity", ["info", "warning", "critical"], key="mon_severity")
     st.checkbox("Enabled", key="mon_enabled")
 with st.expander("Filters"):
@@ -346,9 +364,7 @@ if st.button("Save monitor", key="mon_save", type="primary"):
             st.error("Not saved:", icon=":material/error:")
             st.text(str(exc))
         else:
-            st.session_state["_monitors_flash"] = (
-                f"Monitor {plain(spec.name)} saved. " + NEXT_RUN
-            )
+            st.session_state["_monitors_flash"] = f"Monitor {plain(spec.name)} saved. " + NEXT_RUN
             st.session_state["_monitors_edit"] = spec.name
             st.session_state["_monitors_pick"] = spec.name
             st.session_state.pop("_mon_loaded", None)

@@ -414,7 +414,7 @@ def workspace_bars(
     return chart
 
 
-def monitor_chart(history: pl.DataFrame, metric: str) -> alt.Chart:
+def monitor_chart(history: pl.DataFrame, metric: str) -> alt.LayerChart:
     """A monitor's series window by window: its value (a line) against the band it was
     judged normal in (lower to upper bound; one side open: up to the chart's edge) and
     the baseline (dashed); windows in breach are marked, and those of an open episode
@@ -467,7 +467,6 @@ def monitor_chart(history: pl.DataFrame, metric: str) -> alt.Chart:
             tooltip=tips,
         )
     )  # fmt: skip
-    chart: alt.Chart = alt.layer(band, expected, value, marks).properties(
+    return alt.LayerChart(layer=[band, expected, value, marks]).properties(
         height=260, autosize=FIT_WIDTH
     )
-    return chart

@@ -122,9 +122,7 @@ def has_monitor_evaluations(con: duckdb.DuckDBPyConnection) -> bool:
 Versions = Sequence[tuple[str, str]]
 
 
-def _scope(
-    versions: Versions, workspaces: Sequence[str] | None
-) -> tuple[str, list[Any]]:
+def _scope(versions: Versions, workspaces: Sequence[str] | None) -> tuple[str, list[Any]]:
     """The WHERE clause of the current definitions' rows, of ``workspaces`` (None: all)."""
     pairs = " OR ".join("(monitor = ? AND definition_version = ?)" for _ in versions)
     params: list[Any] = [v for pair in versions for v in pair]
