@@ -29,6 +29,7 @@ PAGES = [
     st.Page("app_pages/workspaces.py", title="Workspaces", icon=":material/compare_arrows:"),
     st.Page("app_pages/topics.py", title="Topics", icon=":material/topic:"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/balance:"),
+    st.Page("app_pages/monitors.py", title="Monitors", icon=":material/monitor_heart:"),
     st.Page("app_pages/explore.py", title="Explore", icon=":material/query_stats:"),
     st.Page("app_pages/pipeline.py", title="Pipeline", icon=":material/sync:"),
 ]

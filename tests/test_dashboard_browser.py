@@ -41,6 +41,7 @@ SHOTS = ROOT / "data" / "test-artifacts" / "screenshots"
 PAGES = [("", "Overview"), ("conversations", "Conversations"), ("leads", "Leads"),
          ("quality", "Quality"), ("guardrails", "Guardrails"), ("workspaces", "Workspaces"),
          ("topics", "Topics"), ("compare?compare=slices&dimension=channel", "Compare"),
+         ("monitors", "Monitors"),
          ("explore?notebook=guardrail_incidents_by_locale", "Explore"),
          ("pipeline", "Pipeline")]  # fmt: skip
 #: The data's first and last day, and the channel with most conversations (set by `served`).

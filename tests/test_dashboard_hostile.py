@@ -26,7 +26,7 @@ from dashboard_support import (
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboards" / "streamlit_app.py")
 PAGES = ["overview", "conversations", "leads", "quality", "guardrails", "workspaces", "topics",
-         "compare", "explore", "pipeline"]  # fmt: skip
+         "compare", "monitors", "explore", "pipeline"]  # fmt: skip
 #: Nothing listens on the discard port: these tests look at what the app draws.
 BEACON = "http://127.0.0.1:9"
 

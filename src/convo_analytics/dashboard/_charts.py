@@ -24,6 +24,7 @@ from convo_analytics.dashboard._format import (
     enum_label,
     is_enum,
     kind_of,
+    metric_kind,
     tooltip_format,
 )
 from convo_analytics.transform import STEPS
@@ -39,6 +40,7 @@ __all__ = [
     "funnel_chart",
     "incidents_by_flag",
     "latency_percentiles",
+    "monitor_chart",
     "result_chart",
     "topic_trend",
     "workspace_bars",
@@ -410,3 +412,61 @@ def workspace_bars(
         .properties(height=BAR_HEIGHT * max(comparison.height, 1), autosize=FIT_WIDTH)
     )
     return chart
+
+
+def monitor_chart(history: pl.DataFrame, metric: str) -> alt.LayerChart:
+    """A monitor's series window by window: its value (a line) against the band it was
+    judged normal in (lower to upper bound; one side open: up to the chart's edge) and
+    the baseline (dashed); windows in breach are marked, and those of an open episode
+    (alerting) larger. ``history``: ``_monitors.monitor_history`` of one series."""
+    kind = metric_kind(metric)
+    frame = history.select(
+        pl.col("window_start").alias("date"), "value", "baseline", "lower_bound",
+        "upper_bound", "state", pl.col("breach").fill_null(False),
+    )  # fmt: skip
+    seen = pl.concat_list("value", "baseline", "lower_bound", "upper_bound").explode().drop_nulls()
+    low = frame.select(seen.min()).item() if frame.height else None
+    high = frame.select(seen.max()).item() if frame.height else None
+    frame = frame.with_columns(
+        band_low=pl.col("lower_bound").fill_null(low),
+        band_high=pl.col("upper_bound").fill_null(high),
+        marked=pl.when(pl.col("state") == "alerting").then(pl.lit("alerting"))
+        .when(pl.col("breach")).then(pl.lit("breach")).otherwise(pl.lit(None)),
+    )  # fmt: skip
+    title = SERIES.get(metric, metric)
+    y_axis = alt.Axis(format=axis_format(kind))
+    tips = [
+        _day_tip(),
+        alt.Tooltip("value:Q", title=title, format=tooltip_format(kind)),
+        alt.Tooltip("baseline:Q", format=tooltip_format(kind)),
+        alt.Tooltip("lower_bound:Q", title="lower bound", format=tooltip_format(kind)),
+        alt.Tooltip("upper_bound:Q", title="upper bound", format=tooltip_format(kind)),
+        alt.Tooltip("state:N"),
+    ]
+    base = alt.Chart(frame)
+    band = base.mark_area(opacity=0.25, color=OKABE_ITO[4]).encode(
+        x=_day_x(), y=alt.Y("band_low:Q", title=title, axis=y_axis), y2="band_high:Q"
+    )
+    expected = base.mark_line(strokeDash=[4, 4], color=OKABE_ITO[0]).encode(
+        x=_day_x(), y=alt.Y("baseline:Q")
+    )
+    value = base.mark_line(point=alt.OverlayMarkDef(size=40, filled=True),
+                           color=OKABE_ITO[7]).encode(x=_day_x(), y="value:Q",
+                                                      tooltip=tips)  # fmt: skip
+    marks = (
+        base.transform_filter("datum.marked != null")
+        .mark_point(filled=True, shape="diamond")
+        .encode(
+            x=_day_x(),
+            y="value:Q",
+            size=alt.Size("marked:N", scale=alt.Scale(domain=["breach", "alerting"],
+                                                      range=[80, 200]), title=None),
+            color=alt.Color("marked:N", scale=alt.Scale(domain=["breach", "alerting"],
+                                                        range=[OKABE_ITO[1], OKABE_ITO[5]]),
+                            legend=alt.Legend(orient="bottom", title=None)),
+            tooltip=tips,
+        )
+    )  # fmt: skip
+    return alt.LayerChart(layer=[band, expected, value, marks]).properties(
+        height=260, autosize=FIT_WIDTH
+    )

@@ -32,6 +32,7 @@ import streamlit as st
 from convo_analytics.dashboard import _compare as comparisons
 from convo_analytics.dashboard import _conversations as conversations
 from convo_analytics.dashboard import _gaps as gaps
+from convo_analytics.dashboard import _monitors as monitors
 from convo_analytics.dashboard import _notebooks as notebooks
 from convo_analytics.dashboard import _queries as queries
 from convo_analytics.dashboard import _topics as topics
@@ -75,7 +76,7 @@ ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/L
 #: Functions a page may ask for by name through :func:`query`.
 _QUERIES: dict[str, Callable[..., Any]] = {
     name: fn
-    for module in (queries, conversations, workspaces, gaps, topics, comparisons)
+    for module in (queries, conversations, workspaces, gaps, topics, comparisons, monitors)
     for name, fn in vars(module).items()
     if callable(fn)
     and not name.startswith("_")
@@ -109,7 +110,15 @@ def app_settings() -> dict[str, Any]:
         "query_temp_mb": settings.get_int("dashboard.query_temp_mb"),
         "delivery_log": settings.get_path("notify.delivery_log"),
         "curations_file": settings.topics.curations_file,
+        "monitoring": monitors.monitor_setup(settings),
     }
+
+
+def monitor_setup() -> monitors.MonitorSetup:
+    """The ``[[monitors]]`` tables (read-only in the app), the store the Monitors page
+    writes (``monitoring.store_file``) and the default time zone, read on each run."""
+    setup: monitors.MonitorSetup = app_settings()["monitoring"]
+    return setup
 
 
 def curations_store() -> Path | None:
@@ -716,6 +725,7 @@ __all__ = [
     "download",
     "filters",
     "known",
+    "monitor_setup",
     "named",
     "open_conversations",
     "paged_table",
