@@ -4,7 +4,8 @@ For each seed, a sandbox workspace's 60-day history with an injected incident (o
 weekday, every web conversation about support is escalated) is extracted over HTTP and
 transformed; then an escalation-rate monitor judges every day:
 
-* quality: whether it fires on the incident day, how many alarms it raises on the 59
+* quality, at two volumes (~200 and ~600 conversations a day): whether it fires on the
+  incident day, how many alarms it raises on the 59
   quiet days (the false-alarm count the issue asks to print), and the share of the
   change its breakdown gives the incident's channel and intent; beside it, the anchor
   measured on the same histories: the other baseline the issue names, a trailing mean
@@ -126,16 +127,14 @@ def _quality(rows: list[dict[str, Any]], day: date) -> tuple[bool, int, int, flo
     return fired, sum(r["breach"] for r in quiet), len(quiet), web, support
 
 
-def bench_monitors(ctx: BenchContext, report: Report) -> None:
-    """Incident found, false alarms on quiet days, and evaluation speed (issue 28)."""
+def _volume(
+    report: Report, conversations: int, seeds: list[int], now: datetime
+) -> list[tuple[float, float, float]]:
+    """One volume's histories: quality figures reported, timings returned."""
     from convo_analytics.config import MonitorSpec
     from convo_analytics.transform import load_cube, metrics_table
     from convo_analytics.warehouse import open_warehouse
 
-    conversations = ctx.size(12_000, 12_000, 1_500)
-    seeds = ctx.size([1, 2, 3, 4, 5], [1, 2], [1])
-    now = datetime(2026, 11, 18, 14, 0, tzinfo=UTC)
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
     ours = MonitorSpec(name="escalations", metric="escalationRate")
     trailing = MonitorSpec(name="trailing", metric="escalationRate", baseline="trailing")
     found: dict[str, list[tuple[bool, int, int, float, float]]] = {"ours": [], "trailing": []}
@@ -158,35 +157,46 @@ def bench_monitors(ctx: BenchContext, report: Report) -> None:
         finally:
             con.close()
         timings.append((one, ten, anchor))
-    report.sizes.update({"conversations per history": conversations, "histories": len(seeds),
-                         "days": 60})  # fmt: skip
+    per_day = f"~{conversations // 60:,}/day"
     for name, label in (("ours", "same weekday, 4 weeks, k = 3 (the default)"),
                         ("trailing", "anchor: trailing 14 days, k = 3")):  # fmt: skip
         got = found[name]
-        fired = sum(g[0] for g in got)
-        false = sum(g[1] for g in got)
-        quiet = sum(g[2] for g in got)
+        fired, false, quiet = sum(g[0] for g in got), sum(g[1] for g in got), sum(g[2] for g in got)
         aimed = name == "ours"
-        report.add(f"{label}: incident found", f"{fired} of {len(got)}", "",
+        report.add(f"{per_day}, {label}: incident found", f"{fired} of {len(got)}", "",
                    "all" if aimed else "", fired == len(got) if aimed else None)  # fmt: skip
-        report.add(f"{label}: false alarms on quiet days", f"{false} in {quiet}", "",
-                   "0" if aimed else "", false == 0 if aimed else None)  # fmt: skip
-        if name == "ours":
-            webs = [g[3] for g in got if g[0]]
+        report.add(f"{per_day}, {label}: false alarms on quiet days", f"{false} in {quiet}",
+                   "", "0" if aimed else "", false == 0 if aimed else None)  # fmt: skip
+        if aimed and (webs := [g[3] for g in got if g[0]]):
             supports = [g[4] for g in got if g[0]]
-            if webs:
-                report.add("share of the change given to web (min over histories)",
-                           round(min(webs), 3), "", ">= 0.7", min(webs) >= 0.7)  # fmt: skip
-                report.add("share of the change given to support (min over histories)",
-                           round(min(supports), 3), "", ">= 0.7", min(supports) >= 0.7)  # fmt: skip
-    report.add("anchor: plain same-weekday mean ± 3 sd: incident found",
+            report.add(f"{per_day}, share of the change given to web (min)",
+                       round(min(webs), 3), "", ">= 0.7", min(webs) >= 0.7)  # fmt: skip
+            report.add(f"{per_day}, share of the change given to support (min)",
+                       round(min(supports), 3), "", ">= 0.7", min(supports) >= 0.7)  # fmt: skip
+    report.add(f"{per_day}, anchor: plain same-weekday mean ± 3 sd: incident found",
                f"{sum(p[0] for p in plain)} of {len(plain)}")  # fmt: skip
-    report.add("anchor: plain same-weekday mean ± 3 sd: false alarms",
+    report.add(f"{per_day}, anchor: plain same-weekday mean ± 3 sd: false alarms",
                f"{sum(p[1] for p in plain)}")  # fmt: skip
+    return timings
+
+
+def bench_monitors(ctx: BenchContext, report: Report) -> None:
+    """Incident found, false alarms on quiet days, and evaluation speed (issue 28)."""
+    volumes = ctx.size(
+        [(12_000, [1, 2, 3, 4, 5]), (36_000, [1, 2, 3])], [(12_000, [1, 2])], [(1_500, [1])]
+    )
+    now = datetime(2026, 11, 18, 14, 0, tzinfo=UTC)
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    timings: list[tuple[float, float, float]] = []
+    for conversations, seeds in volumes:
+        timings += _volume(report, conversations, seeds, now)
+    report.sizes.update({"histories": sum(len(s) for _, s in volumes), "days": 60,
+                         "conversations per history": "/".join(
+                             f"{c:,}" for c, _ in volumes)})  # fmt: skip
     one = statistics.median(t[0] for t in timings)
     ten = statistics.median(t[1] for t in timings)
     anchor = statistics.median(t[2] for t in timings)
-    report.add("judge 60 days of one monitor", round(one, 3), "s")
+    report.add("judge 60 days of one monitor (median over histories)", round(one, 3), "s")
     report.add(f"judge 60 days of {len(METRICS)} monitors", round(ten, 3), "s")
     report.add("... anchor: one metrics_table over the same 90 days", round(anchor, 3), "s")
 
