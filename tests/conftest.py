@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
+# One thread each for OpenMP (scikit-learn's k-means) and OpenBLAS (numpy), here and in
+# every child process the tests start: `make test` runs two workers on two cores, and
+# their busy-waiting thread pools fought over them (topic discovery took several times as
+# long; decision D-TEST-THREADS). Results do not depend on the thread count. Set before
+# numpy is first imported, which reads them once.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from collections.abc import Callable, Iterator
 from typing import Any
 

@@ -127,8 +127,9 @@ from convo_analytics.lake import LakeConfig, publish_lake
 db, uri, files, marker = sys.argv[1:5]
 con = duckdb.connect(db, read_only=True)
 def on_table(t):
-    if t.attempts:
-        Path(marker).write_text(t.table)
+    if t.attempts:  # the marker appears whole (the test reads it at once)
+        Path(marker + ".part").write_text(t.table)
+        Path(marker + ".part").replace(marker)
         time.sleep(600)
 publish_lake(con, LakeConfig(uri, files), on_table=on_table)
 """

@@ -62,7 +62,8 @@ def bench_dashboard(ctx: BenchContext, report: Report) -> None:
     folder = db.parent
     report.sizes.update({"conversations": conversations, "pages": len(PAGES)})
     published = folder / f"published-{conversations}"
-    with python_child(THIS, ["render", str(db), str(published), "3"], cwd=ROOT) as child:
+    repeats = ctx.size(3, 3, 1)  # smoke: one warm rerender per page shows it runs
+    with python_child(THIS, ["render", str(db), str(published), str(repeats)], cwd=ROOT) as child:
         out = child.json_line("cold", timeout=1200)
     for page in PAGES:
         cold = out["cold"][page]
