@@ -13,7 +13,7 @@ and backfills are Dagster's; this module only says what a step is.
 Two ways to run the same steps:
 
 - ``workspace_partition``: the partitioned assets ``extract``, ``webhook_ingest``,
-  ``transform`` and ``lake_publish``, one run per workspace (a backfill
+  ``transform``, ``monitors`` and ``lake_publish``, one run per workspace (a backfill
   launches many; the run queue caps them, one per workspace at a time);
 - ``nightly_workspaces``: every runnable workspace in one run, fanned out
   (dynamic outputs), so the multiprocess executor works on up to
@@ -202,7 +202,7 @@ def _shard_asset(step_name: str, upstream: str | None) -> dg.AssetsDefinition:
 @dg.asset(
     name="lake_publish",
     partitions_def=WORKSPACES,
-    deps=["transform"],
+    deps=["monitors"],
     description=lake_publish_counts.__doc__,
     group_name=GROUP,
     retry_policy=RETRY,
@@ -227,6 +227,7 @@ ASSETS = [
     _shard_asset("extract", None),
     _shard_asset("webhook_ingest", "extract"),
     _shard_asset("transform", "webhook_ingest"),
+    _shard_asset("monitors", "transform"),
     lake_publish,
     workspace_rollup,
 ]

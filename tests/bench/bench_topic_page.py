@@ -91,7 +91,8 @@ def child_measure(db: str, published: str, store: str) -> None:
 
     from transform_data import publish_transformed
 
-    from convo_analytics.dashboard._queries import Filters, daily, data_range, kpis
+    from convo_analytics.dashboard._compare import kpis
+    from convo_analytics.dashboard._queries import Filters, daily, data_range
     from convo_analytics.dashboard._topics import topic_report
     from convo_analytics.publish import connect_snapshot, current_snapshot
 
