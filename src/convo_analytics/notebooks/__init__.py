@@ -31,6 +31,14 @@ from convo_analytics.notebooks._marks import (
     load_marks,
     mark_stopped,
 )
+from convo_analytics.notebooks._params import (
+    BUILTINS,
+    PARAM_TYPES,
+    ParamError,
+    ParamSpec,
+    ParamType,
+    convert,
+)
 
 if TYPE_CHECKING:
     from convo_analytics.notebooks._executor import (
@@ -42,18 +50,24 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "BUILTINS",
     "CHART_KINDS",
+    "PARAM_TYPES",
     "TABLE_FUNCTIONS",
     "Cell",
     "ChartKind",
     "Executor",
     "Limits",
     "Notebook",
+    "ParamError",
+    "ParamSpec",
+    "ParamType",
     "QueryResult",
     "StopMark",
     "StopReason",
     "cell_key",
     "clear_mark",
+    "convert",
     "describe_size",
     "load_marks",
     "mark_stopped",
