@@ -38,6 +38,7 @@ from convo_analytics.notebooks._params import (
     ParamSpec,
     ParamType,
     convert,
+    encode_values,
 )
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ __all__ = [
     "clear_mark",
     "convert",
     "describe_size",
+    "encode_values",
     "load_marks",
     "mark_stopped",
     "notebook_name",

@@ -109,7 +109,7 @@ def parse_param(text: str) -> ParamSpec:
     value: str | tuple[str, ...] | None = default
     if kind == "choices" and default is not None:
         value = tuple(v.strip() for v in default.split(",") if v.strip())
-    spec = ParamSpec(name, kind, value)  # type: ignore[arg-type]
+    spec = ParamSpec(name, kind, value)
     if value is not None and value != "":
         convert(spec, value)  # a default its type refuses is an error of the line
     return spec
