@@ -223,9 +223,10 @@ def test_a_cells_download_is_named_after_it_and_a_copy_after_its_name(
     monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
     """The download of a cell titled "Cell 4 escalations" is cell_4_escalations.csv (not the
     widget's number); a notebook saved under a new name is titled after it, not after the one
-    it was copied from; the page says the sidebar's dates and channels are not applied."""
+    it was copied from; the page says the sidebar's dates and channels reach the cells as
+    parameters (issue 29)."""
     at = _explore(published, monkeypatch, tmp_path)
-    assert "dates, time zone and channels do not" in _shown(at)
+    assert "dates, time zone and channels reach them as the parameters $from" in _shown(at)
     (cell,) = _cells(at)
     at.text_input(key=f"cell_title_{_cid(cell)}").input("Cell 4 escalations").run()
     cell.input("SELECT 42 AS answer").run()

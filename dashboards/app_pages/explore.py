@@ -1,6 +1,9 @@
 """Explore: a notebook of read-only SQL cells over the published snapshot, each with its
 table, a chart and a download; notebooks are plain .sql files, opened by URL
-(``?notebook=NAME``), with the schema browsable beside them.
+(``?notebook=NAME``), with the schema browsable beside them. A notebook's parameters
+(its header's, and the built-ins $from, $to, $tz, $channel, $workspace defaulting to the
+sidebar's) get a widget each, are carried in the URL as ``?p.NAME=VALUE`` and are bound
+as DuckDB parameters, never written into the SQL (decision D-NOTEBOOK-PARAMS).
 
 Queries run in the notebooks package's query processes, stopped at the time and
 memory limits (decision D-EXPLORE-EXECUTOR). A cell stopped by a limit is marked
@@ -10,6 +13,7 @@ quoted in an error) is shown literally, never as markdown."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -17,7 +21,16 @@ from typing import Any
 import streamlit as st
 
 from convo_analytics.dashboard import charts
-from convo_analytics.dashboard._explore import CHART_KINDS, choose_chart, literal
+from convo_analytics.dashboard._explore import (
+    CHART_KINDS,
+    URL_PREFIX,
+    choose_chart,
+    literal,
+    page_params,
+    referenced,
+    values_from_url,
+    values_to_url,
+)
 from convo_analytics.dashboard._notebooks import (
     Cell,
     Notebook,
@@ -41,9 +54,13 @@ from convo_analytics.dashboard._session import (
 from convo_analytics.notebooks import (
     Executor,
     Limits,
+    ParamError,
+    ParamSpec,
     QueryResult,
     cell_key,
     clear_mark,
+    convert,
+    encode_values,
     load_marks,
     mark_stopped,
 )
@@ -78,11 +95,13 @@ def _cached(
     scope: tuple[str, ...] | None,
     keyed_only: bool,
     limits: Limits,
+    bound: str = "{}",
 ) -> QueryResult:
+    """``bound``: the parameter values the cell names, as JSON (``_params.encode_values``)."""
     del snapshot_id  # part of the key: a new snapshot runs the cell again
     result = _executor(limits, str(published_dir().resolve())).run(
         Path(path), sql, timeout=timeout, row_limit=row_limit, workspaces=scope,
-        keyed_only=keyed_only,
+        keyed_only=keyed_only, params=json.loads(bound),
     )  # fmt: skip
     if result.stopped is not None or result.retry:
         raise _NotCached(result)
@@ -106,7 +125,15 @@ def _state() -> dict[str, Any]:
 def _load(name: str | None, notebook: Notebook) -> None:
     """Make ``notebook`` the page's notebook (its cells' widgets take its text)."""
     state = _state()
-    state.update(name=name, title=notebook.title, cells=[], description=notebook.description)
+    state.update(
+        name=name,
+        title=notebook.title,
+        cells=[],
+        description=notebook.description,
+        params=list(notebook.params),
+        problems=list(notebook.problems),
+        generation=state.get("generation", 0) + 1,
+    )
     for cell in notebook.cells:
         _add(cell)
     st.session_state["explore_title"] = notebook.title
@@ -147,6 +174,7 @@ def _current() -> Notebook:
             )
             for cid in state["cells"]
         ],
+        list(state.get("params", [])),
     )
 
 
@@ -170,6 +198,75 @@ def _forget_stop(name: str | None, sql: str) -> None:
     _stopped().pop(cell_key(sql), None)
     if name:
         clear_mark(saved_dir, name, sql)
+
+
+def _options(spec: ParamSpec) -> list[str]:
+    """A choice's values: the first column of its ``-- values:`` query, run like a cell
+    (none when it has no query or the query fails)."""
+    if not spec.values_sql:
+        return []
+    result = _run(
+        str(snap.path), snap.snapshot_id, spec.values_sql, settings["query_timeout_seconds"],
+        settings["query_row_limit"], scope, allowed is not None, limits,
+    )  # fmt: skip
+    if result.frame is None or result.frame.width == 0:
+        return []
+    return [str(v) for v in result.frame.to_series(0).to_list() if v is not None]
+
+
+def _widget(spec: ParamSpec, key: str, start: Any) -> Any:
+    """The widget of one parameter (its first value ``start``); what it holds now."""
+    label = f"${spec.name}"
+    hint = f"{spec.type}" + (" (the sidebar's unless set here)" if spec.builtin else "")
+    if spec.type == "date":
+        st.session_state.setdefault(key, start)
+        return st.date_input(label, key=key, help=hint)
+    if spec.type in ("choice", "choices"):
+        options = _options(spec)
+        current = start if isinstance(start, list) else [start] if start is not None else []
+        options += [str(v) for v in current if str(v) not in options]
+        if spec.type == "choices":
+            st.session_state.setdefault(key, [str(v) for v in current])
+            return st.multiselect(label, options, key=key, help=hint)
+        if options:
+            st.session_state.setdefault(key, str(start) if start is not None else options[0])
+            return st.selectbox(label, options, key=key, help=hint)
+    st.session_state.setdefault(key, "" if start is None else str(start))
+    return st.text_input(label, key=key, help=hint)
+
+
+def _parameters(specs: list[ParamSpec]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A widget per parameter (the workspace is the sidebar's), the values (converted by
+    type) and a one-line error per value that cannot be used; the URL follows them."""
+    start, notes = values_from_url(specs, params(), chosen if isinstance(chosen, Filters) else None)
+    for note in notes:
+        st.warning(literal(note))
+    values: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    shown = [p for p in specs if p.name != "workspace"]
+    columns = st.columns(min(4, len(shown))) if shown else []
+    for at, spec in enumerate(specs):
+        if spec.name == "workspace":
+            values["workspace"] = start["workspace"]
+            continue
+        token = re.sub(r"\W+", "_", repr(start[spec.name]))[:40] if spec.builtin else ""
+        key = f"nbp_{state.get('generation', 0)}_{spec.name}_{token}"
+        with columns[(at - (len(specs) - len(shown))) % len(columns)]:
+            raw = _widget(spec, key, start[spec.name])
+        try:
+            values[spec.name] = convert(spec, raw)
+        except ParamError as exc:
+            errors[spec.name] = str(exc)
+            st.error(literal(str(exc)))
+    if not errors:
+        filters_now = chosen if isinstance(chosen, Filters) else None
+        mine = tuple(k for k in params() if k.startswith(URL_PREFIX))
+        mine += tuple(URL_PREFIX + p.name for p in specs)
+        write_params(values_to_url(specs, values, filters_now), keep_others=True, owned=mine)
+    for spec in specs:  # no channel picked (the sidebar's "all"): every channel is bound
+        if spec.builtin and spec.type == "choices" and values.get(spec.name) == []:
+            values[spec.name] = _options(spec)
+    return values, errors
 
 
 snap = published_snapshot()
@@ -198,7 +295,8 @@ st.caption(
     f"{settings['query_timeout_seconds']:g} s in at most "
     f"{limits.memory_mb:,} MiB of memory and return at most "
     f"{settings['query_row_limit']:,} rows. The sidebar's workspace applies to them; its "
-    "dates, time zone and channels do not, nor its topics: write those into the SQL."
+    "dates, time zone and channels reach them as the parameters $from, $to, $tz and "
+    "$channel (a list: `channel = ANY($channel)`), its topics do not."
     + (
         " The tables hold the rows of "
         + ", ".join(literal(names_of.get(ws, ws)) for ws in scope)
@@ -237,7 +335,8 @@ picked = top[0].selectbox(
     key=f"explore_pick_{state['name']}",
 )
 if (picked or None) != state["name"]:
-    write_params({"notebook": picked} if picked else {}, keep_others=True, owned=("notebook",))
+    owned = ("notebook", *(k for k in params() if k.startswith(URL_PREFIX)))
+    write_params({"notebook": picked} if picked else {}, keep_others=True, owned=owned)
     st.rerun()
 save_as = top[1].text_input("Save as", key="explore_save_as", placeholder="a-file-name")
 if top[2].button("Save", key="explore_save", width="stretch"):
@@ -265,6 +364,14 @@ top[3].download_button(
     key="explore_download_sql",
     width="stretch",
 )
+
+for problem in state.get("problems", []):
+    st.error(literal(problem))
+specs = page_params(
+    state.get("params", []),
+    [st.session_state.get(f"cell_sql_{cid}", "") for cid in state["cells"]],
+)
+values, bad = _parameters(specs)
 
 marks = load_marks(saved_dir, state["name"]) if state["name"] else {}
 cells_col, schema_col = st.columns([3, 1])
@@ -324,6 +431,14 @@ with cells_col:
             if not sql.strip():
                 st.caption("Write a query: one SELECT statement over the tables on the right.")
                 continue
+            names = sorted(referenced([sql]))
+            unusable = [n for n in names if n in bad]
+            if unusable:
+                st.caption(f"Not run: set ${unusable[0]} above to a value it can use.")
+                continue
+            bound = json.dumps(
+                encode_values({n: values[n] for n in names if n in values}), sort_keys=True
+            )
             key = cell_key(sql)
             mark = marks.get(key)
             stop = _stopped().get(key) or ((mark.line, mark.reason) if mark else None)
@@ -344,6 +459,7 @@ with cells_col:
                 scope,
                 allowed is not None,
                 limits,
+                bound,
             )
             if result.stopped is not None:
                 _remember_stop(state["name"], sql, result)

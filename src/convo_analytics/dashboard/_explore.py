@@ -1,5 +1,6 @@
-"""Explore's page logic that needs no Streamlit: the chart a result gets, and user text made
-safe to show in a message.
+"""Explore's page logic that needs no Streamlit: the chart a result gets, user text made
+safe to show in a message, and a notebook's parameter values (from the URL, the sidebar
+and the header's defaults; decision D-NOTEBOOK-PARAMS).
 
 Queries do not run here: the notebooks package's executor runs each one in a
 query process it can stop (decisions D-EXPLORE-SAFETY, D-EXPLORE-EXECUTOR).
@@ -7,14 +8,42 @@ query process it can stop (decisions D-EXPLORE-SAFETY, D-EXPLORE-EXECUTOR).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import date
+from typing import Any
 
 import polars as pl
 
+from convo_analytics.dashboard._queries import Filters
 from convo_analytics.dashboard._text import plain
-from convo_analytics.notebooks import CHART_KINDS, ChartKind
+from convo_analytics.notebooks import (
+    BUILTINS,
+    CHART_KINDS,
+    ChartKind,
+    ParamError,
+    ParamSpec,
+    convert,
+)
 
-__all__ = ["CHART_KINDS", "ChartChoice", "ChartKind", "choose_chart", "literal"]
+__all__ = [
+    "CHART_KINDS",
+    "URL_PREFIX",
+    "ChartChoice",
+    "ChartKind",
+    "choose_chart",
+    "literal",
+    "page_params",
+    "param_default",
+    "referenced",
+    "values_from_url",
+    "values_to_url",
+]
+
+#: A parameter's value in the URL: ``?p.NAME=VALUE`` (a list: the key repeated).
+URL_PREFIX = "p."
+_REFERENCE = re.compile(r"\$([a-z_][a-z0-9_]{0,39})\b")
 
 
 def literal(text: str) -> str:
@@ -65,3 +94,72 @@ def choose_chart(frame: pl.DataFrame, wanted: ChartKind = "auto") -> ChartChoice
         return ChartChoice("none")
     chosen: ChartKind = kind if wanted == "auto" else wanted  # type: ignore[assignment]
     return ChartChoice(chosen, x, y, color)
+
+
+def referenced(sqls: Iterable[str]) -> set[str]:
+    """The parameter names ``$name`` in ``sqls`` (text inside strings too: a superset of what
+    DuckDB binds, which the query process works out itself)."""
+    return {m.group(1) for sql in sqls for m in _REFERENCE.finditer(sql)}
+
+
+def page_params(declared: Iterable[ParamSpec], sqls: Iterable[str]) -> list[ParamSpec]:
+    """The parameters the page offers: the built-ins the cells use, then the declared ones."""
+    used = referenced(sqls)
+    return [p for p in BUILTINS if p.name in used] + list(declared)
+
+
+def param_default(spec: ParamSpec, filters: Filters | None) -> Any:
+    """``spec``'s value when nothing sets it: a built-in's is the sidebar's, a declared one's
+    its header default (converted; None: it has none)."""
+    if spec.builtin and filters is not None:
+        by_name: dict[str, Any] = {
+            "workspace": filters.workspace or "",
+            "from": filters.first,
+            "to": filters.last,
+            "tz": filters.tz,
+            "channel": list(filters.channels),
+        }
+        return by_name[spec.name]
+    if spec.default is None:
+        return None
+    if spec.default == "" and spec.type in ("date", "number"):
+        return None
+    return convert(spec, spec.default)
+
+
+def values_from_url(
+    specs: Iterable[ParamSpec], params: Mapping[str, list[str]], filters: Filters | None
+) -> tuple[dict[str, Any], list[str]]:
+    """Each parameter's value (the URL's ``p.NAME`` when it can be used, else its default)
+    and a note per URL value that could not be (one line each)."""
+    values: dict[str, Any] = {}
+    notes: list[str] = []
+    for spec in specs:
+        values[spec.name] = param_default(spec, filters)
+        given = params.get(URL_PREFIX + spec.name)
+        if not given:
+            continue
+        try:
+            values[spec.name] = convert(spec, given if spec.type == "choices" else given[-1])
+        except ParamError as exc:
+            notes.append(f"?{URL_PREFIX}{spec.name}: {exc}; its default is used")
+    return values, notes
+
+
+def _url_text(value: Any) -> str | list[str]:
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    return value.isoformat() if isinstance(value, date) else str(value)
+
+
+def values_to_url(
+    specs: Iterable[ParamSpec], values: Mapping[str, Any], filters: Filters | None
+) -> dict[str, str | list[str]]:
+    """The URL keys of the values that differ from their defaults."""
+    out: dict[str, str | list[str]] = {}
+    for spec in specs:
+        value = values.get(spec.name)
+        if value is None or value == [] or value == param_default(spec, filters):
+            continue
+        out[URL_PREFIX + spec.name] = _url_text(value)
+    return out

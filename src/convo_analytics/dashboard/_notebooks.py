@@ -1,7 +1,8 @@
 """Explore's notebooks as plain files, and the schema an analyst browses beside them.
 
-The file format is the notebooks package's (``notebooks._format``, decision
-D-NOTEBOOK-FORMAT). Starter notebooks ship in the repository beside the app
+The file format is the notebooks package's (``notebooks._format``, decisions
+D-NOTEBOOK-FORMAT and D-NOTEBOOK-PARAMS: a header's ``-- param:`` lines). Starter
+notebooks ship in the repository beside the app
 (``dashboards/notebooks/``); notebooks saved from the page go to
 ``dashboard.notebooks_dir`` (``data/notebooks/``) and win over a starter of
 the same name. A notebook's name is its file's stem, restricted to lower-case

@@ -31,6 +31,15 @@ from convo_analytics.notebooks._marks import (
     load_marks,
     mark_stopped,
 )
+from convo_analytics.notebooks._params import (
+    BUILTINS,
+    PARAM_TYPES,
+    ParamError,
+    ParamSpec,
+    ParamType,
+    convert,
+    encode_values,
+)
 
 if TYPE_CHECKING:
     from convo_analytics.notebooks._executor import (
@@ -42,19 +51,26 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "BUILTINS",
     "CHART_KINDS",
+    "PARAM_TYPES",
     "TABLE_FUNCTIONS",
     "Cell",
     "ChartKind",
     "Executor",
     "Limits",
     "Notebook",
+    "ParamError",
+    "ParamSpec",
+    "ParamType",
     "QueryResult",
     "StopMark",
     "StopReason",
     "cell_key",
     "clear_mark",
+    "convert",
     "describe_size",
+    "encode_values",
     "load_marks",
     "mark_stopped",
     "notebook_name",

@@ -38,12 +38,14 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import polars as pl
+
+from convo_analytics.notebooks._params import encode_values
 
 __all__ = [
     "RESULT_CAP_MB",
@@ -368,10 +370,13 @@ class Executor:
         row_limit: int = 10_000,
         workspaces: Sequence[str] | None = None,
         keyed_only: bool = False,
+        params: Mapping[str, Any] | None = None,
     ) -> QueryResult:
         """Run one read-only query over the snapshot's views (of ``workspaces``' rows only,
         if given; tables without ``workspace_id`` left out with ``keyed_only``), stopped
-        after ``timeout`` seconds or past the memory limit, at most ``row_limit`` rows."""
+        after ``timeout`` seconds or past the memory limit, at most ``row_limit`` rows.
+        ``params``: the notebook's parameter values, converted by type (``_params.convert``);
+        those the query names (``$name``) are bound as prepared-statement parameters."""
         if len(sql.encode("utf-8", "replace")) > SQL_CAP_BYTES:
             return QueryResult(None, f"a cell holds at most {SQL_CAP_BYTES:,} bytes of SQL")
         got = self._acquire(wait=timeout + _START_SECONDS)
@@ -385,6 +390,7 @@ class Executor:
             "workspaces": list(workspaces) if workspaces is not None else None,
             "keyed_only": keyed_only,
             "max_bytes": RESULT_CAP_MB * 2**20,
+            "params": encode_values(params or {}),
         }
         keep = False
         try:

@@ -6,10 +6,16 @@ query::
 
     -- Escalations by reason and channel
     -- Which reasons send conversations to a person, and through which channel.
+    -- param: reason text = timeout
 
     -- %% Escalations by reason
     -- chart: bar
     SELECT reason_code, count(*) AS escalations FROM mart_escalations GROUP BY 1
+
+The header may declare parameters (``-- param: NAME TYPE [= DEFAULT]``, a
+``-- values: SELECT ...`` line after a choice's; module ``_params``) that
+cells use as ``$name``. A line that cannot be used is kept out of the
+notebook and reported in :attr:`Notebook.problems` (one line each).
 
 The format is the notebooks' own (decision D-NOTEBOOK-FORMAT): Explore edits
 and saves it, and a headless runner reads the same files.
@@ -18,8 +24,10 @@ and saves it, and a headless runner reads the same files.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
+
+from convo_analytics.notebooks._params import ParamError, ParamSpec, parse_param, render_param
 
 __all__ = [
     "CHART_KINDS",
@@ -37,6 +45,8 @@ CHART_KINDS: tuple[ChartKind, ...] = ("auto", "line", "bar", "area", "point", "n
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _CELL = re.compile(r"^--\s*%%\s*(.*)$")
 _CHART = re.compile(r"^--\s*chart:\s*(\w+)\s*$")
+_PARAM = re.compile(r"^--\s*param:(.*)$")
+_VALUES = re.compile(r"^--\s*values:(.*)$")
 
 
 @dataclass
@@ -51,6 +61,10 @@ class Notebook:
     title: str
     description: str = ""
     cells: list[Cell] = field(default_factory=list)
+    #: The parameters the header declares (the built-ins are not listed).
+    params: list[ParamSpec] = field(default_factory=list)
+    #: Header lines that could not be used, one line each (the page shows them).
+    problems: list[str] = field(default_factory=list)
 
 
 def notebook_name(text: str) -> str | None:
@@ -63,13 +77,20 @@ def parse_notebook(text: str) -> Notebook:
     it becomes the first cell)."""
     head: list[str] = []
     cells: list[Cell] = []
+    params: list[ParamSpec] = []
+    problems: list[str] = []
     for line in text.splitlines():
         marker = _CELL.match(line)
         if marker:
             cells.append(Cell(marker.group(1).strip() or f"Cell {len(cells) + 1}", ""))
             continue
         if not cells:
-            head.append(line)
+            if (declared := _PARAM.match(line)) is not None:
+                _declare(declared.group(1), params, problems)
+            elif (values := _VALUES.match(line)) is not None:
+                _values_of(values.group(1), params, problems)
+            else:
+                head.append(line)
             continue
         chart = _CHART.match(line)
         cell = cells[-1]
@@ -84,7 +105,31 @@ def parse_notebook(text: str) -> Notebook:
     for cell in cells:
         cell.sql = cell.sql.strip().rstrip(";").strip()
     title = comments[0] if comments else "Untitled notebook"
-    return Notebook(title, " ".join(c for c in comments[1:] if c), cells)
+    return Notebook(title, " ".join(c for c in comments[1:] if c), cells, params, problems)
+
+
+def _declare(text: str, params: list[ParamSpec], problems: list[str]) -> None:
+    try:
+        spec = parse_param(text)
+    except ParamError as exc:
+        problems.append(str(exc))
+        return
+    if any(p.name == spec.name for p in params):
+        problems.append(f"param {spec.name}: declared twice; the first line holds")
+        return
+    params.append(spec)
+
+
+def _values_of(text: str, params: list[ParamSpec], problems: list[str]) -> None:
+    sql = text.strip().rstrip(";").strip()
+    last = params[-1] if params else None
+    if last is None or last.type not in ("choice", "choices") or last.values_sql is not None:
+        problems.append("a -- values: line belongs right after a choice or choices -- param: line")
+        return
+    if not sql:
+        problems.append(f"param {last.name}: its -- values: line needs a query")
+        return
+    params[-1] = replace(last, values_sql=sql)
 
 
 def render_notebook(notebook: Notebook) -> str:
@@ -92,6 +137,8 @@ def render_notebook(notebook: Notebook) -> str:
     lines = [f"-- {notebook.title.strip() or 'Untitled notebook'}"]
     if notebook.description.strip():
         lines.append(f"-- {' '.join(notebook.description.split())}")
+    for spec in notebook.params:
+        lines += render_param(spec)
     for cell in notebook.cells:
         lines += ["", f"-- %% {' '.join(cell.title.split()) or 'Cell'}"]
         if cell.chart != "auto":

@@ -19,6 +19,9 @@ and walks the tree:
   sequence) nor in ``pg_catalog`` only, and is not qualified with a schema;
 * ``SHOW`` (other than ``DESCRIBE``) is refused: the page lists the tables.
 
+A parameter is named (``$from``): ``?`` and ``$1`` are refused, since a cell's
+values are bound by name (decision D-NOTEBOOK-PARAMS).
+
 A CTE may not take the name of a system view (else a reference outside its
 scope would reach that view). Decision D-EXPLORE-SAFETY.
 """
@@ -31,7 +34,13 @@ from typing import Any
 
 import duckdb
 
-__all__ = ["REFUSED_FUNCTIONS", "TABLE_FUNCTIONS", "refusal", "system_names"]
+__all__ = [
+    "REFUSED_FUNCTIONS",
+    "TABLE_FUNCTIONS",
+    "parameter_names",
+    "refusal",
+    "system_names",
+]
 
 #: Table functions a query may call: each is exercised by a test (none reads a file,
 #: the catalog or a setting).
@@ -122,6 +131,9 @@ def refusal(
     if tree.get("error") or len(tree.get("statements", [])) != 1:
         message = tree.get("error_message") or "it cannot be checked"
         return f"this query is refused: {message}"
+    names = [str(e.get("key", "")) for e in tree["statements"][0].get("named_param_map", [])]
+    if any(not name or name[0].isdigit() for name in names):
+        return "name each parameter ($from, $channel): ? and $1 are not available in a cell"
     system_tables, pg_only = system
     ctes = _ctes(tree)
     clash = sorted((ctes & system_tables) - tables)
@@ -132,6 +144,16 @@ def refusal(
         if why is not None:
             return why
     return None
+
+
+def parameter_names(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[str, ...]:
+    """The named parameters ``sql`` uses (``$from`` gives ``from``), sorted; call it for a
+    statement :func:`refusal` accepted."""
+    ((text,),) = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchall()
+    tree = json.loads(text)
+    found = {str(e.get("key", "")) for s in tree.get("statements", [])
+             for e in s.get("named_param_map", [])}  # fmt: skip
+    return tuple(sorted(found))
 
 
 def _node_refusal(

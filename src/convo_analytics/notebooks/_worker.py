@@ -9,7 +9,9 @@ protocol channel (the stdout it was started with; its own fd 1 then points at
 /dev/null, so nothing DuckDB or a library prints can mix in):
 
 * request: a JSON line ``{"snapshot", "sql", "row_limit", "workspaces",
-  "keyed_only", "max_bytes"}``;
+  "keyed_only", "max_bytes", "params"}`` (``params``: the notebook's parameter
+  values, checked by type (``_params.encode_values``); the ones the statement
+  names are bound as prepared-statement parameters, never written into it);
 * answer: a JSON line ``{"ok", "rows", "truncated", "bytes"}`` followed by
   ``bytes`` bytes of the result as an Arrow IPC stream, or ``{"error",
   "kind"}`` (kind: ``refused``, ``error``, ``memory``, ``disk``).
@@ -183,7 +185,8 @@ class _Worker:
         import pyarrow as pa
         import pyarrow.ipc
 
-        from convo_analytics.notebooks._guard import refusal
+        from convo_analytics.notebooks._guard import parameter_names, refusal
+        from convo_analytics.notebooks._params import decode_values
 
         duckdb = self.duckdb
         failed = True
@@ -194,8 +197,23 @@ class _Worker:
                 self._answer({"error": self._plain(refused), "kind": "refused"})
                 failed = False
                 return
+            given = request.get("params") or {}
+            used = parameter_names(con, request["sql"])
+            missing = [name for name in used if name not in given]
+            if missing:
+                self._answer(
+                    {
+                        "error": f"${missing[0]} is not a parameter of this notebook; declare it "
+                        f"in the header (-- param: {missing[0]} text = ...)",
+                        "kind": "refused",
+                    }
+                )
+                failed = False
+                return
+            bound = decode_values(given, used)
             limit = int(request["row_limit"])
-            table = con.sql(request["sql"]).limit(limit + 1).to_arrow_table()
+            relation = con.sql(request["sql"], params=bound) if bound else con.sql(request["sql"])
+            table = relation.limit(limit + 1).to_arrow_table()
             truncated = table.num_rows > limit
             table = table.slice(0, limit)
             sink = pa.BufferOutputStream()
