@@ -26,6 +26,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from _common import BenchContext, Report, emit, memory_mib, python_child
 
@@ -60,33 +61,50 @@ def child_measure(db: str, published: str) -> None:
     from transform_data import publish_transformed
 
     from convo_analytics.dashboard._conversations import conversation_page
+    from convo_analytics.dashboard._explore import page_params, param_default
     from convo_analytics.dashboard._notebooks import STARTERS_DIR, load_notebook
     from convo_analytics.dashboard._queries import Filters, data_range
     from convo_analytics.dashboard._views import Slice
     from convo_analytics.notebooks import Executor
+    from convo_analytics.notebooks._guard import parameter_names
     from convo_analytics.publish import current_snapshot
 
     publish_transformed(db, published)
     snap = current_snapshot(Path(published))
     assert snap is not None
     plain = duckdb.connect(str(snap.path), read_only=True)
-    cells: dict[str, str] = {}
+    cells: dict[str, tuple[str, dict[str, Any]]] = {}
+    whole = data_range(plain)
+    assert whole is not None
+    every_channel = [r[0] for r in plain.execute(
+        "SELECT DISTINCT channel FROM mart_conversations ORDER BY 1").fetchall()]  # fmt: skip
     for path in sorted(STARTERS_DIR.glob("*.sql")):
         notebook = load_notebook(Path("/nonexistent"), path.stem)
         assert notebook is not None
+        # the page's values with the sidebar on the whole data and every channel
+        specs = page_params(notebook.params, [c.sql for c in notebook.cells])
+        values = {s.name: param_default(s, Filters(whole[0], whole[1])) for s in specs}
+        values.update({"channel": every_channel} if "channel" in values else {})
         for cell in notebook.cells:
-            cells[f"{path.stem}: {cell.title}"] = cell.sql
-    cells["every message by role and tier"] = MESSAGES_SQL
+            cells[f"{path.stem}: {cell.title}"] = (cell.sql, values)
+    cells["every message by role and tier"] = (MESSAGES_SQL, {})
     explore: dict[str, dict[str, float]] = {}
     executor = Executor()
     run_query = executor.run
-    for label, sql in cells.items():
-        result = run_query(snap.path, sql, timeout=60)
+
+    def alone(sql: str, values: dict[str, Any]) -> Any:
+        bound = {name: values[name] for name in parameter_names(plain, sql)}
+        return plain.execute(sql, bound).to_arrow_table()
+
+    for label, (sql, values) in cells.items():
+        result = run_query(snap.path, sql, timeout=60, params=values)
         if result.error:
             raise RuntimeError(f"{label}: {result.error}")
         explore[label] = {
-            "round_trip": _median(lambda sql=sql: run_query(snap.path, sql, timeout=60)),
-            "duckdb_alone": _median(lambda sql=sql: plain.sql(sql).to_arrow_table()),
+            "round_trip": _median(
+                lambda sql=sql, values=values: run_query(snap.path, sql, timeout=60, params=values)
+            ),
+            "duckdb_alone": _median(lambda sql=sql, values=values: alone(sql, values)),
             "rows": float(result.frame.height if result.frame is not None else 0),
         }
     executor.close()
