@@ -40,9 +40,9 @@ def _in(frame: pl.DataFrame, days: Sequence[tuple[date, date]]) -> pl.DataFrame:
 
 
 def _per_value(
-    cube: Cube, frame: str, column: str, dim: str, days: Sequence[tuple[date, date]]
+    joined: pl.DataFrame, column: str, dim: str, days: Sequence[tuple[date, date]]
 ) -> pl.DataFrame:
-    rows = _in(cube.with_dimensions(frame), days)
+    rows = _in(joined, days)
     return rows.group_by(pl.col(dim).cast(pl.String).fill_null("unknown").alias("value")).agg(
         pl.col(column).sum().cast(pl.Float64).alias("n")
     )
@@ -67,17 +67,25 @@ def breakdown(
     if not metric.decomposable or not baseline or metric.frame is None or metric.column is None:
         return {}
     out: dict[str, Any] = {}
+    # each frame joined to its slices' dimensions once, for every dimension's split
+    joined: dict[str, pl.DataFrame] = {}
+
+    def rows_of(frame: str) -> pl.DataFrame:
+        if frame not in joined:
+            joined[frame] = cube.with_dimensions(frame)
+        return joined[frame]
+
     for dim in _dimensions(metric):
-        now = _per_value(cube, metric.frame, metric.column, dim, [window])
-        base = _per_value(cube, metric.frame, metric.column, dim, baseline)
+        now = _per_value(rows_of(metric.frame), metric.column, dim, [window])
+        base = _per_value(rows_of(metric.frame), metric.column, dim, baseline)
         table = now.join(base, on="value", how="full", coalesce=True, suffix="_base").fill_null(0.0)
         if metric.kind == "count":
             table = table.with_columns(expected=pl.col("n_base") / len(baseline))
         else:
             assert metric.denominator is not None
             den_frame, den_column = COUNTS_OF[metric.denominator]
-            den_now = _per_value(cube, den_frame, den_column, dim, [window])
-            den_base = _per_value(cube, den_frame, den_column, dim, baseline)
+            den_now = _per_value(rows_of(den_frame), den_column, dim, [window])
+            den_base = _per_value(rows_of(den_frame), den_column, dim, baseline)
             table = (
                 table.join(den_now.rename({"n": "d"}), on="value", how="full", coalesce=True)
                 .join(den_base.rename({"n": "d_base"}), on="value", how="full", coalesce=True)

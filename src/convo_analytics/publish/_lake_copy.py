@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from convo_analytics.lake import LakeConfig
-    from convo_analytics.publish._reader import Snapshot
+    from convo_analytics.publish._snapshot_value import Snapshot
 
 __all__ = ["LAKE_PREFIX", "lake_snapshot", "lake_source"]
 
@@ -45,7 +45,7 @@ def lake_source() -> LakeConfig | None:
     environment and the config file a command would find), else None."""
     from convo_analytics.config import load_settings
     from convo_analytics.errors import UserError
-    from convo_analytics.publish._reader import SnapshotUnreadable
+    from convo_analytics.publish._snapshot_value import SnapshotUnreadable
 
     try:
         settings = load_settings(None, {})
@@ -63,7 +63,7 @@ def lake_snapshot(config: LakeConfig, published_dir: Path) -> Snapshot | None:
     the lake has no tables yet. SnapshotUnreadable when the lake cannot be read and no
     copy was made before."""
     from convo_analytics.lake import copy_notice, lake_state, materialise_lake
-    from convo_analytics.publish._reader import Snapshot, SnapshotUnreadable
+    from convo_analytics.publish._snapshot_value import Snapshot, SnapshotUnreadable
 
     try:
         catalog = _catalogs.get(config) or _catalogs.setdefault(config, config.open_catalog())

@@ -23,61 +23,25 @@ import os
 import stat
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 from pydantic import ValidationError
 
-from convo_analytics.errors import UserError
 from convo_analytics.publish._pointer import MAX_POINTER_BYTES, POINTER, Pointer, SnapshotEntry
+from convo_analytics.publish._snapshot_value import (
+    Snapshot,
+    SnapshotUnreadable,
+)
 
 log = logging.getLogger(__name__)
 
-#: What every reader shows when nothing usable is published (the dashboard, `convo serve`).
-UNREADABLE = "the published snapshot is unreadable: run `convo publish`"
 #: DuckDB's database files carry this magic after an 8-byte checksum.
 _DUCKDB_MAGIC = (8, b"DUCK")
 _CHUNK = 1 << 20
 
 
-class SnapshotUnreadable(UserError):
-    """``CURRENT`` is malformed, or no snapshot it names passes the checks."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"{UNREADABLE} ({reason})")
-        self.reason = reason
-
-
 class _Damaged(Exception):
     """One snapshot failed a check (the message says which)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """A published copy of the warehouse, checked and ready to open read-only."""
-
-    path: Path
-    snapshot_id: str
-    published_at: str
-    #: Why newer snapshots were passed over (they are damaged), or None for the newest.
-    passed_over: str | None = None
-    #: A copy of the lake: the publishes it leaves out because they did not finish (one
-    #: line: which workspaces, and what is shown of them instead), or None.
-    unfinished: str | None = None
-
-    def connect(self) -> duckdb.DuckDBPyConnection:
-        return connect_snapshot(self.path)
-
-
-def connect_snapshot(path: Path) -> duckdb.DuckDBPyConnection:
-    """Open a checked snapshot read-only; SnapshotUnreadable when DuckDB cannot."""
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-        con.execute("SET TimeZone = 'UTC'")
-    except duckdb.Error as exc:
-        raise SnapshotUnreadable(f"{path.name}: DuckDB cannot open it: {_one_line(exc)}") from None
-    return con
 
 
 def current_snapshot(published_dir: Path) -> Snapshot | None:
@@ -200,7 +164,3 @@ def _os_reason(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "it is a link (a publish writes plain files only, and links are never followed)"
     return exc.strerror or type(exc).__name__
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]

@@ -41,7 +41,7 @@ from convo_analytics.publish._pointer import (
     SnapshotEntry,
     snapshot_file,
 )
-from convo_analytics.publish._reader import Snapshot
+from convo_analytics.publish._snapshot_value import Snapshot
 
 log = logging.getLogger(__name__)
 
