@@ -1,4 +1,5 @@
-"""Notebooks: the file format, stopped-cell marks and the limited query executor.
+"""Notebooks: the file format, cells that read earlier cells, markdown cells rendered
+safely, the chart a result gets, stopped-cell marks and the limited query executor.
 
 The one place user SQL runs (Explore now, headless notebooks and reports
 later): :class:`Executor` runs each query in a query process it can stop at
@@ -14,9 +15,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from convo_analytics.notebooks._cells import Composed, cell_name, compose
+from convo_analytics.notebooks._files import (
+    STARTERS_DIR,
+    list_notebooks,
+    load_notebook,
+    save_notebook,
+)
 from convo_analytics.notebooks._format import (
     CHART_KINDS,
+    CHART_SETTINGS,
     Cell,
+    CellKind,
     ChartKind,
     Notebook,
     notebook_name,
@@ -42,6 +52,7 @@ from convo_analytics.notebooks._params import (
 )
 
 if TYPE_CHECKING:
+    from convo_analytics.notebooks._chart import ChartChoice, chart_for, choose_chart
     from convo_analytics.notebooks._executor import (
         Executor,
         Limits,
@@ -49,14 +60,20 @@ if TYPE_CHECKING:
         StopReason,
         describe_size,
     )
+    from convo_analytics.notebooks._markdown import markdown_html
 
 __all__ = [
     "BUILTINS",
     "CHART_KINDS",
+    "CHART_SETTINGS",
     "PARAM_TYPES",
+    "STARTERS_DIR",
     "TABLE_FUNCTIONS",
     "Cell",
+    "CellKind",
+    "ChartChoice",
     "ChartKind",
+    "Composed",
     "Executor",
     "Limits",
     "Notebook",
@@ -67,23 +84,44 @@ __all__ = [
     "StopMark",
     "StopReason",
     "cell_key",
+    "cell_name",
+    "chart_for",
+    "choose_chart",
     "clear_mark",
+    "compose",
     "convert",
     "describe_size",
     "encode_values",
+    "list_notebooks",
     "load_marks",
+    "load_notebook",
     "mark_stopped",
+    "markdown_html",
     "notebook_name",
     "parse_notebook",
     "render_notebook",
+    "save_notebook",
 ]
 
-_LAZY = {"Executor", "Limits", "QueryResult", "StopReason", "describe_size"}
+#: Imported on first use: the query process imports this package and needs none of them
+#: (the executor and the chart load polars, the markdown renderer markdown-it).
+_LAZY = {
+    "Executor": "_executor",
+    "Limits": "_executor",
+    "QueryResult": "_executor",
+    "StopReason": "_executor",
+    "describe_size": "_executor",
+    "ChartChoice": "_chart",
+    "chart_for": "_chart",
+    "choose_chart": "_chart",
+    "markdown_html": "_markdown",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from convo_analytics.notebooks import _executor
+        import importlib
 
-        return getattr(_executor, name)
+        module = importlib.import_module(f"convo_analytics.notebooks.{_LAZY[name]}")
+        return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -371,12 +371,16 @@ class Executor:
         workspaces: Sequence[str] | None = None,
         keyed_only: bool = False,
         params: Mapping[str, Any] | None = None,
+        cells: Sequence[str] = (),
+        reads: Sequence[str] = (),
     ) -> QueryResult:
         """Run one read-only query over the snapshot's views (of ``workspaces``' rows only,
         if given; tables without ``workspace_id`` left out with ``keyed_only``), stopped
         after ``timeout`` seconds or past the memory limit, at most ``row_limit`` rows.
         ``params``: the notebook's parameter values, converted by type (``_params.convert``);
-        those the query names (``$name``) are bound as prepared-statement parameters."""
+        those the query names (``$name``) are bound as prepared-statement parameters.
+        ``cells``: the names of the notebook's cells above this one, ``reads``: those the
+        statement reads as CTEs (``_cells.compose``), for the statement check."""
         if len(sql.encode("utf-8", "replace")) > SQL_CAP_BYTES:
             return QueryResult(None, f"a cell holds at most {SQL_CAP_BYTES:,} bytes of SQL")
         got = self._acquire(wait=timeout + _START_SECONDS)
@@ -391,6 +395,8 @@ class Executor:
             "keyed_only": keyed_only,
             "max_bytes": RESULT_CAP_MB * 2**20,
             "params": encode_values(params or {}),
+            "cells": [str(name) for name in cells],
+            "reads": [str(name) for name in reads],
         }
         keep = False
         try:

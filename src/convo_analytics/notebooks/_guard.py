@@ -29,7 +29,7 @@ scope would reach that view). Decision D-EXPLORE-SAFETY.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import duckdb
@@ -111,11 +111,21 @@ def refusal(
     sql: str,
     tables: frozenset[str],
     system: tuple[frozenset[str], frozenset[str]],
+    cells: Sequence[str] = (),
+    reads: Sequence[str] = (),
 ) -> str | None:
     """Why ``sql`` is refused (one line), or None: one SELECT over ``tables`` (lower-case
-    view names) and what the module docstring allows."""
+    view names) and what the module docstring allows. ``cells``: the names of the notebook's
+    earlier cells (a message about an unknown table lists them); ``reads``: those ``sql``
+    reads as CTEs (``_cells.compose``), which may not take a table's name."""
     if not sql.strip():
         return "write a query: one SELECT statement"
+    shadowed = sorted({name.lower() for name in reads} & tables)
+    if shadowed:
+        return (
+            f"an earlier cell is called {shadowed[0]}, which is also a table's name; retitle "
+            "that cell, so this cell reads the one it means"
+        )
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
@@ -140,7 +150,7 @@ def refusal(
     if clash:
         return f"a WITH query may not be called {clash[0]} (a system name); rename it"
     for node in _nodes(tree["statements"]):
-        why = _node_refusal(node, tables, ctes, pg_only)
+        why = _node_refusal(node, tables, ctes, pg_only, cells)
         if why is not None:
             return why
     return None
@@ -156,8 +166,22 @@ def parameter_names(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[str, ...]
     return tuple(sorted(found))
 
 
+def _unknown(name: str, cells: Sequence[str]) -> str:
+    if not cells:
+        return f"there is no table {name} here; the tables are listed beside the cells"
+    shown = ", ".join(list(cells)[:8]) + (", ..." if len(cells) > 8 else "")
+    return (
+        f"there is no table or earlier cell called {name}; the tables are listed beside the "
+        f"cells, and the cells above this one are called {shown}"
+    )
+
+
 def _node_refusal(
-    node: dict[str, Any], tables: frozenset[str], ctes: set[str], pg_only: frozenset[str]
+    node: dict[str, Any],
+    tables: frozenset[str],
+    ctes: set[str],
+    pg_only: frozenset[str],
+    cells: Sequence[str] = (),
 ) -> str | None:
     kind = node.get("type")
     if "class" not in node and "alias" in node and "sample" in node and kind not in _TABLE_REFS:
@@ -173,7 +197,7 @@ def _node_refusal(
                 "(the tables beside the cells are all there is)"
             )
         if name.lower() not in tables and name.lower() not in ctes:
-            return f"there is no table {name} here; the tables are listed beside the cells"
+            return _unknown(name, cells)
     elif kind == "TABLE_FUNCTION":
         function = node.get("function") or {}
         name = str(function.get("function_name", "")).lower()

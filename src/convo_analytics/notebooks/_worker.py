@@ -192,7 +192,14 @@ class _Worker:
         failed = True
         try:
             con, tables = self._database(request)
-            refused = refusal(con, request["sql"], tables, self.system)
+            refused = refusal(
+                con,
+                request["sql"],
+                tables,
+                self.system,
+                cells=request.get("cells") or (),
+                reads=request.get("reads") or (),
+            )
             if refused is not None:
                 self._answer({"error": self._plain(refused), "kind": "refused"})
                 failed = False
