@@ -238,6 +238,9 @@ dir = "{paths.data / "published"}"
 [export]
 dir = "{paths.data / "exports"}"
 
+[audit]
+file = "{paths.data / "audit" / "audit.jsonl"}"
+
 [run]
 ingest_paths = ["{paths.history}"]
 """

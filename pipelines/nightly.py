@@ -255,9 +255,11 @@ def _run_done(run_id: str, status: str) -> Any:
 
 def exports(ctx: RunContext) -> dict[str, Any]:
     """The summary (service-compatible; one per workspace when there are several) and the
-    redacted guardrail log of the last days, with its workspace column."""
+    redacted guardrail log of the last days, with its workspace column; each recorded in
+    the audit trail, the log's manifest joined to its chain."""
     import orjson
 
+    from convo_analytics.audit import auditor
     from convo_analytics.export import (
         export_guardrails,
         export_options,
@@ -306,6 +308,14 @@ def exports(ctx: RunContext) -> dict[str, Any]:
         partial = path.with_name(path.name + ".partial")
         partial.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2))
         partial.replace(path)
+    if (audit := auditor(ctx.settings)) is not None:  # each export recorded, the manifest joined
+        what = f"convo run {ctx.run_id} (exports step)"
+        for path, body in summaries.values():
+            audit.record_files("export.summary", [path], what=what, rows=len(body["daily"]),
+                               workspace=body["workspaceId"])  # fmt: skip
+        audit.seal_manifest("export.guardrails", guardrails.manifest_file,
+                            files=[guardrails.data_file], what=what,
+                            rows=guardrails.rows)  # fmt: skip
     return {
         "summary_days": (last - first).days + 1,
         "summaries": len(summaries),
@@ -317,6 +327,13 @@ def exports(ctx: RunContext) -> dict[str, Any]:
             str(w["name"] or w["workspaceId"]): w["rows"] for w in guardrails.manifest["workspaces"]
         },
     }
+
+
+def check_exports(settings: Settings) -> None:
+    """The audit log the exports are recorded in can be written (else exit 2 at once)."""
+    from convo_analytics.audit import auditor
+
+    auditor(settings)
 
 
 def retention(ctx: RunContext) -> dict[str, Any]:
@@ -338,7 +355,7 @@ STEPS = [
     Step("webhook_ingest", webhook_ingest, webhook_ingest.__doc__ or "", check_ingest),
     Step("transform", transform, transform.__doc__ or "", check_transform),
     Step("monitors", monitors, monitors.__doc__ or "", check_monitors),
-    Step("exports", exports, exports.__doc__ or ""),
+    Step("exports", exports, exports.__doc__ or "", check_exports),
     Step("retention", retention, retention.__doc__ or ""),
     Step("publish", publish, publish.__doc__ or ""),
 ]

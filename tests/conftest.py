@@ -28,6 +28,13 @@ ACME_KEY_2 = "sk_test_acme_second_key"
 GLOBEX_KEY = "sk_test_globex_987654321"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _audit_log_apart(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Commands run in this process record their audited actions (audit.enabled is on by
+    default) in a throwaway log, never in the checkout's data/audit/."""
+    os.environ.setdefault("CONVO_AUDIT_FILE", str(tmp_path_factory.mktemp("audit") / "audit.jsonl"))
+
+
 def make_settings(**overrides: Any) -> SandboxSettings:
     base: dict[str, Any] = {
         "seed": 7,

@@ -276,7 +276,8 @@ def test_the_nightly_exports_step_writes_a_summary_per_workspace(three: dict[str
     out = cwd / "nightly-exports"
     settings = load_settings(
         cwd / "convo.toml",
-        {"export.dir": out, "run.export_days": 700, "warehouse.path": three["db"]},
+        {"export.dir": out, "run.export_days": 700, "warehouse.path": three["db"],
+         "audit.file": cwd / "audit.jsonl"},  # fmt: skip
         {},  # no credentials: the step reads names and ids only
     )
     counts = nightly.exports(RunContext(settings, "run-test", three["db"]))

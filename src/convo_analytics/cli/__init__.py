@@ -15,6 +15,7 @@ from convo_analytics.cli._app import (
     main,
     settings_from_context,
 )
+from convo_analytics.cli._audit_cmd import audit_app
 from convo_analytics.cli._auth_cmd import auth_app
 from convo_analytics.cli._config_cmd import config_app
 from convo_analytics.cli._dashboard_cmd import dashboard
@@ -56,3 +57,4 @@ app.command("serve")(serve)
 app.command("publish")(publish)
 app.command("dashboard")(dashboard)
 app.command("run")(run)
+app.add_typer(audit_app, name="audit")

@@ -24,6 +24,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from hashlib import sha256
 from pathlib import Path
 from typing import Annotated
 
@@ -32,7 +33,9 @@ import orjson
 import typer
 from rich.console import Console
 
+from convo_analytics.audit import auditor
 from convo_analytics.cli._app import settings_from_context
+from convo_analytics.cli._audit_cmd import command_line
 from convo_analytics.cli._options import PLAIN_HELP, DbOption, default_of
 from convo_analytics.cli._transform_cmd import (
     FromOption,
@@ -225,6 +228,7 @@ def export_summary_cmd(
     first, last = parse_day("--from", from_), parse_day("--to", to)
     options = export_options(settings, tz=tz, to_folder=False)
     zone, configured = options.zone, options.configured
+    audit = auditor(settings)  # a log it could not write stops it now
     con = open_source(settings, db)
     try:
         source = source_workspaces(con, settings, configured)
@@ -244,7 +248,12 @@ def export_summary_cmd(
     finally:
         con.close()
     data = orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n"
+    what, days = command_line(ctx), len(body["daily"])
     if out is None:
+        if audit is not None:  # recorded before it is handed out
+            digest = {"sha256": sha256(data).hexdigest()}
+            audit.record("export.summary", what=what, rows=days, workspace=scope.label,
+                         detail=digest)  # fmt: skip
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
@@ -252,6 +261,9 @@ def export_summary_cmd(
         tmp = out.with_name(out.name + ".partial")
         tmp.write_bytes(data)
         tmp.replace(out)
+        if audit is not None:  # the file is removed when its record cannot be written
+            audit.record_files("export.summary", [out], what=what, rows=days,
+                               workspace=scope.label)  # fmt: skip
         Console(stderr=True, highlight=False).print(f"summary {first}..{last} -> {out}")
 
 
@@ -316,6 +328,7 @@ def export_guardrails_cmd(
     first, last = parse_day("--from", from_), parse_day("--to", to)
     options = export_options(settings, tz=tz, fmt=fmt)
     zone, configured = options.zone, options.configured
+    audit = auditor(settings)  # a log it could not write stops it now
     con = open_source(settings, db)
     try:
         source = source_workspaces(con, settings, configured)
@@ -344,8 +357,18 @@ def export_guardrails_cmd(
             )
     finally:
         con.close()
+    manifest = result.manifest
+    if audit is not None:  # the manifest joins the chain
+        manifest = audit.seal_manifest(
+            "export.guardrails",
+            result.manifest_file,
+            files=[result.data_file],
+            what=command_line(ctx),
+            rows=result.rows,
+            workspace=None if chosen is None else ",".join(w.name for w in chosen),
+        )
     if as_json:
-        sys.stdout.write(orjson.dumps(result.manifest).decode() + "\n")
+        sys.stdout.write(orjson.dumps(manifest).decode() + "\n")
     else:
         Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"{result.rows} incidents -> {result.data_file} (manifest: {result.manifest_file})"
@@ -435,6 +458,7 @@ def export_knowledge_gaps_cmd(
     zone, configured = options.zone, options.configured
     if out is not None:
         writable(out)
+    audit = auditor(settings)  # a log it could not write stops it now
     con = open_source(settings, db)
     try:
         source = source_workspaces(con, settings, configured)
@@ -464,10 +488,19 @@ def export_knowledge_gaps_cmd(
             )
     finally:
         con.close()
+    what = command_line(ctx)
+    named = None if chosen is None else ",".join(w.name for w in chosen)
     if out is None:
+        if audit is not None:  # recorded before it is handed out
+            digest = {"sha256": sha256(result.data).hexdigest()}
+            audit.record("export.gaps", what=what, rows=result.topics, workspace=named,
+                         detail=digest)  # fmt: skip
         sys.stdout.buffer.write(result.data)
         sys.stdout.flush()
     else:
+        if audit is not None and result.manifest_file is not None:  # the manifest joins
+            audit.seal_manifest("export.gaps", result.manifest_file, files=[out], what=what,
+                                rows=result.topics, workspace=named)  # fmt: skip
         Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"knowledge gaps {first}..{last}: {result.topics} topics -> {out} "
             f"(manifest: {result.manifest_file})" + ("" if redact else "  [NOT REDACTED]")

@@ -59,6 +59,7 @@ def serve(
     db_path = settings.require_path("warehouse.path")
     if settings.config_path is not None:  # what the reader looks up itself (read.source, lake.*)
         os.environ[CONFIG_ENV_VAR] = str(settings.config_path)
+    from convo_analytics.audit import auditor
     from convo_analytics.serve import create_serve_app
 
     app = create_serve_app(
@@ -67,6 +68,7 @@ def serve(
         settings.get_path("publish.dir"),
         workspace_tokens=workspace_tokens,
         configured=configured,
+        auditor=auditor(settings),
     )
     sock = listening_socket(bind_host, settings.get_int("serve.port"))
     shown = f"[{bind_host}]" if ":" in bind_host else bind_host

@@ -24,6 +24,7 @@ from convo_analytics.config._model import (
 )
 
 __all__ = [
+    "AuditSettings",
     "AuthSettings",
     "DashboardSettings",
     "ExportSettings",
@@ -747,4 +748,29 @@ class MonitoringSettings(Section):
         "The dashboard's address, for the links in alerts (the slice and day of a change).",
         pattern=r"https?://\S+",
         pattern_help="an http:// or https:// URL",
+    )
+
+
+class AuditSettings(Section):
+    """The audit trail (issue 30; D-AUDIT-TRAIL): who read or exported what, in an
+    append-only log whose records each carry the hash of the one before."""
+
+    enabled: Bool = setting(
+        True,
+        "Record every export, `convo serve` request (and the dashboard's Explore queries and "
+        "downloads) in the audit log; an action whose record cannot be written fails.",
+    )
+    file: PathOrNone = setting(
+        "data/audit/audit.jsonl",
+        "The audit log (JSON lines, append-only, hash-chained; beside it: .lock, .heads, the "
+        "chain heads recorded by runs and `convo audit head`, and .key, the key people's "
+        "identifiers are hashed with).",
+    )
+    forwarded_user_header: Str = setting(
+        "",
+        "Behind a proxy that authenticates users: the request header naming the user (e.g. "
+        "X-Forwarded-User), recorded as who. Empty: no header is trusted. Set it only when "
+        "the proxy is the one way in and sets the header itself.",
+        pattern=r"[A-Za-z0-9_-]*",
+        pattern_help="an HTTP header name such as X-Forwarded-User, or empty",
     )

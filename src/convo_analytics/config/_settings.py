@@ -29,6 +29,7 @@ from convo_analytics.config._model import (
 from convo_analytics.config._monitor_tables import MonitorSpec
 from convo_analytics.config._secret import MASK, Secret
 from convo_analytics.config._sections import (
+    AuditSettings,
     AuthSettings,
     DashboardSettings,
     ExportSettings,
@@ -97,6 +98,7 @@ class Settings(SourcedSettings):
     run: RunSettings = Field(default_factory=RunSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
     #: ``[[workspaces]]``: one table a workspace (none: the flat settings are one workspace).
     workspaces: tuple[WorkspaceSpec, ...] = Field((), json_schema_extra={"tables": True})
     #: ``[[monitors]]``: one table a monitor (those made in the dashboard live in its store).

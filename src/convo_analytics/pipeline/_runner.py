@@ -91,6 +91,9 @@ class RunResult:
     warnings: list[dict[str, Any]] = field(default_factory=list)
     #: The alert's deliveries and those earlier runs left pending (notify.DeliverySummary).
     deliveries: dict[str, Any] | None = None
+    #: The audit trail's head when the run ended (``SEQ:HASH``; D-AUDIT-TRAIL), also in
+    #: ``pipeline_runs.audit_head`` and beside the log; None when auditing is off.
+    audit_head: str | None = None
 
     def summary_line(self) -> str:
         parts = []
@@ -119,6 +122,7 @@ class RunResult:
             "steps": self.steps,
             "recovered_from": self.recovered_from,
             "deliveries": self.deliveries,
+            "audit_head": self.audit_head,
         }
 
 
@@ -197,6 +201,7 @@ def run_pipeline(steps: Sequence[Step], settings: Settings, lock: WriterLock) ->
     for step in steps[len(result.steps) :]:
         result.steps.append({"name": step.name, "status": "skipped", "counts": {},
                              "seconds": 0.0})  # fmt: skip
+    _record_audit_head(settings, result)
     result.status = "failed" if result.failed_step else "warning" if result.warnings else "ok"
     result.seconds = time.perf_counter() - clock
     if result.failed_step != "start":
@@ -229,6 +234,21 @@ def _describe(exc: BaseException) -> str:
     return " ".join(text.split())[:2000]
 
 
+def _record_audit_head(settings: Settings, result: RunResult) -> None:
+    """The audit trail's head now, recorded beside the log and kept for the run's record
+    (``pipeline_runs.audit_head``, ``--json``), so that a log cut short later
+    is found. A head that cannot be recorded is a warning of the run (the alert goes out)."""
+    from convo_analytics.audit import AuditError, auditor
+
+    if (audit := auditor(settings)) is None:
+        return
+    try:
+        result.audit_head = str(audit.log.record_head(f"run {result.run_id}"))
+    except AuditError as exc:
+        log.warning("the audit trail's head was not recorded: %s", exc)
+        result.warnings.append({"step": "record", "kind": "audit", "message": str(exc)})
+
+
 def _record_start(db_path: Path, result: RunResult, started: datetime) -> None:
     con = open_warehouse(db_path)
     try:
@@ -248,9 +268,10 @@ def _record_end(db_path: Path, result: RunResult, snapshot_id: object) -> None:
     try:
         con.execute(
             "UPDATE pipeline_runs SET finished_at = now(), status = ?, failed_step = ?, "
-            "steps = ?, duration_seconds = ?, error = ?, snapshot_id = ? WHERE run_id = ?",
+            "steps = ?, duration_seconds = ?, error = ?, snapshot_id = ?, audit_head = ? "
+            "WHERE run_id = ?",
             [result.status, result.failed_step, orjson.dumps(result.steps).decode(),
-             result.seconds, result.error, snapshot_id, result.run_id],
+             result.seconds, result.error, snapshot_id, result.audit_head, result.run_id],
         )  # fmt: skip
     finally:
         con.close()

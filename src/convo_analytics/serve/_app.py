@@ -21,21 +21,25 @@ learn others' names.
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import duckdb
 import orjson
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from convo_analytics import __version__
+from convo_analytics.audit import AuditError, Auditor
 from convo_analytics.config import WorkspaceConfig
 from convo_analytics.contract._summary import SummaryResponse
 from convo_analytics.errors import UserError
@@ -54,15 +58,19 @@ from convo_analytics.sandbox._errors import (
 )
 from convo_analytics.transform import NotTransformed
 
+log = logging.getLogger(__name__)
 bearer = HTTPBearer(auto_error=False, description="The token `convo serve` was started with")
 RETRY_AFTER_BUSY = "5"
 
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """What a token may read: every workspace (``names`` is ``None``) or those named."""
+    """What a token may read: every workspace (``names`` is ``None``) or those named; and
+    the token's name, what the audit trail records for it (never its value):
+    ``serve.token``, or ``workspace:NAME#N``, the Nth token of a workspace's list."""
 
     names: frozenset[str] | None
+    label: str = "serve.token"
 
 
 def _grants(
@@ -71,11 +79,13 @@ def _grants(
     """Each distinct token and its grant (a token of several workspaces reads them all;
     the global token reads everything whatever else lists it)."""
     per_token: dict[str, set[str]] = {}
+    labels: dict[str, list[str]] = {}
     for name, tokens in workspace_tokens.items():
-        for value in tokens:
+        for number, value in enumerate(tokens, 1):
             per_token.setdefault(value, set()).add(name)
+            labels.setdefault(value, []).append(f"{name}#{number}")
     grants = [
-        (value.encode("utf-8"), Grant(frozenset(names)))
+        (value.encode("utf-8"), Grant(frozenset(names), "workspace:" + ",".join(labels[value])))
         for value, names in per_token.items()
         if value and value != token
     ]
@@ -91,6 +101,7 @@ def create_serve_app(
     *,
     workspace_tokens: Mapping[str, Sequence[str]] | None = None,
     configured: Sequence[WorkspaceConfig] = (),
+    auditor: Auditor | None = None,
 ) -> FastAPI:
     """The summary API over the warehouse at ``db_path``.
 
@@ -98,7 +109,8 @@ def create_serve_app(
     ``workspace_tokens`` (workspace name -> its tokens; reads those workspaces).
     With ``published_dir`` it answers from the newest published snapshot when
     there is one (so a run writing the warehouse never delays it), else from
-    the warehouse itself.
+    the warehouse itself. With ``auditor`` every request a token was accepted for
+    is recorded in the audit trail before it is answered (:class:`AuditRequests`).
     """
     grants = _grants(token, workspace_tokens or {})
     if not grants:
@@ -115,6 +127,8 @@ def create_serve_app(
     app.add_exception_handler(ApiException, api_exception_handler)
     app.add_exception_handler(StarletteHTTPException, http_exception_handler)
     app.add_exception_handler(RequestValidationError, validation_exception_handler)
+    if auditor is not None:
+        app.add_middleware(AuditRequests, auditor=auditor)
 
     def authenticate(
         request: Request,
@@ -134,6 +148,7 @@ def create_serve_app(
         if found is None:
             raise ApiException(401, "invalid token", code="invalid_token", headers=challenge)
         request.state.grant = found
+        request.state.audit_token = found.label
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
@@ -184,12 +199,71 @@ def create_serve_app(
             raise ApiException(400, str(exc).replace("--", "query parameter ")) from None
         finally:
             con.close()
+        request.state.audit_rows = len(body.get("daily") or ())
+        request.state.audit_workspace = label
         response = Response(orjson.dumps(body), media_type="application/json")
         if notice:
             response.headers[NOTICE_HEADER] = notice
         return response
 
     return app
+
+
+class AuditRequests:
+    """ASGI middleware: one audit record per request a token was accepted for (who: the
+    token's name; what: the method, path and query; rows: the summary's days; the
+    status), written before the answer is sent. When it cannot be written the answer is
+    a 503 instead: nothing is read unrecorded. Requests refused for their token are not
+    recorded (they read nothing, and recording them would let anyone grow the log)."""
+
+    def __init__(self, app: ASGIApp, auditor: Auditor) -> None:
+        self.app = app
+        self.auditor = auditor
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refused = False
+
+        async def sending(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start":
+                state = scope.get("state") or {}
+                if state.get("audit_token") is not None:
+                    try:
+                        await run_in_threadpool(self._record, scope, state, message["status"])
+                    except AuditError as exc:
+                        log.error("request not answered: %s", exc)
+                        refused = True
+                        failed = ApiException(
+                            503,
+                            "the audit trail cannot be written, so nothing is answered; "
+                            "the server's log says why",
+                            code="audit_unavailable",
+                        )
+                        answer = await api_exception_handler(Request(scope), failed)
+                        await answer(scope, receive, send)
+                        return
+            elif refused:
+                return  # the answer's body, replaced by the 503
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+    def _record(self, scope: Scope, state: Mapping[str, Any], status: int) -> None:
+        query = scope.get("query_string", b"").decode("latin-1")
+        what = f"{scope['method']} {scope['path']}" + (f"?{query}" if query else "")
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        self.auditor.record(
+            "serve.request",
+            what=what,
+            rows=state.get("audit_rows"),
+            workspace=state.get("audit_workspace"),
+            token=state["audit_token"],
+            headers=headers,
+            detail={"status": status},
+        )
 
 
 def _scope(

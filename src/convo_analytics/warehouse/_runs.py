@@ -29,6 +29,12 @@ PIPELINE_RUNS = Table(
         Column("host", "VARCHAR"),
         Column("pid", "INTEGER"),
         Column("snapshot_id", "VARCHAR", doc="the snapshot it published, if it got that far"),
+        Column(
+            "audit_head",
+            "VARCHAR",
+            doc="the audit trail's head when it ended (SEQ:HASH of the last record; "
+            "`convo audit verify` checks the log still reaches it; D-AUDIT-TRAIL)",
+        ),
     ),
     ("run_id",),
     "One row per `convo run`, written when it starts and when it ends.",
