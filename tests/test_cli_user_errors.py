@@ -98,6 +98,18 @@ def _empty_warehouse(folder: Path) -> None:
     open_warehouse(folder / "w.duckdb").close()
 
 
+def _published(folder: Path) -> None:
+    """An empty warehouse published where `convo notebook run` looks (data/published)."""
+    from convo_analytics.publish import publish_snapshot
+    from convo_analytics.warehouse import open_warehouse
+
+    con = open_warehouse(folder / "w.duckdb")
+    try:
+        publish_snapshot(con, folder / "w.duckdb", folder / "data" / "published")
+    finally:
+        con.close()
+
+
 def _torn_bindings(folder: Path) -> None:
     """The receiver's workspace bindings, torn by hand."""
     _two_workspaces(folder)
@@ -261,6 +273,25 @@ CASES = [
     Case(("dashboard", "--port", BUSY), "cannot listen"),
     Case(("dashboard", "--host", "0.0.0.0"), "--behind-tls-proxy"),
     Case(("dashboard", "--workspace", "NOPE"), "--workspace 'NOPE': nothing is published"),
+    # issue 29: convo notebook run refuses before any cell runs and writes nothing
+    Case(("notebook", "run", "nope", "--out", "rep"), "notebook 'nope': there is no such notebook"),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "rep"),
+         "nothing is published in data/published yet"),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "rep", "--param", "from"),
+         "--param 'from': write NAME=VALUE"),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "rep", "-p", "zzz=1"),
+         "--param zzz: the notebook has no such parameter", setup=_published),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "rep", "-p", "from=1 OR 1=1"),
+         "'1 OR 1=1' is not a date", setup=_published),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "rep", "-p", "to=2026-02-30"),
+         "'2026-02-30' is not a date", setup=_published),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "rep", "--workspace", "nope"),
+         "--workspace 'nope': no such workspace in the published snapshot", setup=_published),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "taken.txt"),
+         "--out taken.txt is a file", files={"taken.txt": "x"}),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "/sys/rep"),
+         "--out /sys/rep: the report cannot be written there", setup=_published),
+    Case(("notebook", "list"), "gone.toml", {"CONVO_CONFIG": "gone.toml"}),
     Case(("run",), "CONVO_API_KEY", unset=("CONVO_API_KEY",)),
     Case(("run",), "no scheme", {"CONVO_RUN_ALERT_WEBHOOK_URL": "hooks.example.com/x"}),
     # issue 28: the notification channels, checked before the run locks anything
