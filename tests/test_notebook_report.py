@@ -12,6 +12,7 @@ escaped, nothing but drawing elements (``_svg``).
 from __future__ import annotations
 
 import csv
+import io
 import os
 import re
 import subprocess
@@ -42,6 +43,7 @@ from convo_analytics.notebooks import (
     run_notebook,
     write_report,
 )
+from convo_analytics.notebooks._report import csv_text
 from convo_analytics.notebooks._svg import MAX_BANDS, MAX_POINTS, MAX_SERIES, svg_chart
 from convo_analytics.publish import current_snapshot
 from dashboard_support import Beacon, three_workspaces
@@ -549,3 +551,17 @@ def test_a_value_keeps_its_colour_from_chart_to_chart() -> None:
     assert set(one) == {"email", "sms", "web"} and set(two) == {"messenger", "sms"}
     assert two["sms"] == one["sms"] and two["messenger"] != two["sms"]
     assert len(set(one.values())) == 3
+
+
+def test_text_a_spreadsheet_would_run_is_made_inert_in_the_csv() -> None:
+    """A conversation's text that starts like a formula gets a ' before it; numbers and
+    other text are written as they are."""
+    frame = pl.DataFrame(
+        {"text": ["=HYPERLINK(\"http://x\")", "+1", "-x", "@SUM(A1)", "\tx", "ok", None],
+         "n": [-1, 2, 3, 4, 5, 6, 7]}
+    )  # fmt: skip
+    rows = list(csv.reader(io.StringIO(csv_text(frame), newline="")))
+    assert [r[0] for r in rows[1:]] == [
+        "'=HYPERLINK(\"http://x\")", "'+1", "'-x", "'@SUM(A1)", "'\tx", "ok", ""
+    ]  # fmt: skip
+    assert [r[1] for r in rows[1:]] == ["-1", "2", "3", "4", "5", "6", "7"]

@@ -103,7 +103,8 @@ def _json_text(value: Any) -> str | None:
 
 def _csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with the columns CSV cannot hold as text: lists and structs as JSON,
-    bytes as hex, durations as ``H:MM:SS``, anything else CSV refuses as its text."""
+    bytes as hex, durations as ``H:MM:SS``, anything else CSV refuses as its text; text
+    that a spreadsheet would run as a formula made inert (:func:`_inert`)."""
     changes = []
     for name, dtype in frame.schema.items():
         if isinstance(dtype, pl.List | pl.Array | pl.Struct):
@@ -114,7 +115,19 @@ def _csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
             changes.append(pl.col(name).map_elements(str, return_dtype=pl.String))
         elif isinstance(dtype, pl.Null):
             changes.append(pl.col(name).cast(pl.String))
+        elif dtype == pl.String:
+            changes.append(_inert(pl.col(name)).alias(name))
     return frame.with_columns(changes) if changes else frame
+
+
+def _inert(column: pl.Expr) -> pl.Expr:
+    """Text a spreadsheet would run as a formula (it starts with ``=``, ``+``, ``-``, ``@``,
+    a tab or a carriage return) prefixed with ``'``: a report's CSV is opened in a
+    spreadsheet, and its text comes from conversations anyone can type into (OWASP's
+    CSV injection advice; D-NOTEBOOK-REPORTS)."""
+    return (
+        pl.when(column.str.contains(r"^[=+\-@\t\r]")).then(pl.lit("'") + column).otherwise(column)
+    )
 
 
 def csv_text(frame: pl.DataFrame) -> str:
