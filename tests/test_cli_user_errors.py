@@ -318,6 +318,33 @@ CASES = [
     # issue 26: the run builds its transform as `convo transform` does (no zone: refused)
     Case(("run",), "transform.timezones: name at least one time zone",
          {"CONVO_CONFIG": "tz.toml"}, files={"tz.toml": "[transform]\ntimezones = []\n"}),
+    # issue 29: [[reports]] tables, then their workspaces, channels and time zone, checked
+    # before the run locks anything
+    Case(("run",), "r1.toml:1: [[reports]] #1 schedule: Field required",
+         {"CONVO_CONFIG": "r1.toml"},
+         files={"r1.toml": '[[reports]]\nname = "weekly"\nnotebook = "weekly_review"\n'}),
+    Case(("config", "show"), "r2.toml:1: reports are an array of tables: write [[reports]]",
+         {"CONVO_CONFIG": "r2.toml"}, files={"r2.toml": '[reports]\nname = "weekly"\n'}),
+    Case(("run",), "[[reports]] #1 (weekly) workspaces: 'nobody' is not a configured workspace",
+         {"CONVO_CONFIG": "r3.toml"},
+         files={"r3.toml": '[[reports]]\nname = "weekly"\nnotebook = "weekly_review"\n'
+                           'schedule = "weekly"\nworkspaces = ["nobody"]\n'}),
+    Case(("run",), "[[reports]] #1 (weekly) channels: slack is not configured",
+         {"CONVO_CONFIG": "r4.toml"},
+         files={"r4.toml": '[[reports]]\nname = "weekly"\nnotebook = "weekly_review"\n'
+                           'schedule = "weekly"\nchannels = ["slack"]\n'}),
+    Case(("run",), "[[reports]] #1 (weekly) recipients: email is not configured",
+         {"CONVO_CONFIG": "r5.toml"},
+         files={"r5.toml": '[[reports]]\nname = "weekly"\nnotebook = "weekly_review"\n'
+                           'schedule = "weekly"\nrecipients = ["team@example.com"]\n'}),
+    Case(("run",), "[[reports]] #1 (weekly) params.tz: 'Mars/Base' is not an IANA time zone",
+         {"CONVO_CONFIG": "r6.toml"},
+         files={"r6.toml": '[[reports]]\nname = "weekly"\nnotebook = "weekly_review"\n'
+                           'schedule = "weekly"\nparams = { tz = "Mars/Base" }\n'}),
+    Case(("reports", "list"), "[[reports]] #1 (weekly) channels: webhook is not configured",
+         {"CONVO_CONFIG": "r7.toml"},
+         files={"r7.toml": '[[reports]]\nname = "weekly"\nnotebook = "weekly_review"\n'
+                           'schedule = "weekly"\nchannels = ["webhook"]\n'}),
     Case(("run",), "has no scheme", {"CONVO_BASE_URL": "api.example.com"}),
     Case(("run", "--config", "convo.toml"), "convo.toml"),
     Case(("run",), "run.lock_file", {"CONVO_DB": READ_ONLY_DB}),

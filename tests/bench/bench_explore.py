@@ -87,9 +87,11 @@ def child_measure(db: str, published: str) -> None:
         values = {s.name: param_default(s, Filters(whole[0], whole[1])) for s in specs}
         values.update({"channel": every_channel} if "channel" in values else {})
         for at, cell in enumerate(notebook.cells):
-            if cell.kind == "sql":
-                composed = compose(notebook.cells, at)
-                cells[f"{path.stem}: {cell.title}"] = (composed.sql, values, composed.reads)
+            if cell.kind != "sql":  # a markdown cell: prose, nothing to run
+                continue
+            composed = compose(notebook.cells, at)  # earlier cells it reads, as CTEs
+            assert composed.error is None, composed.error
+            cells[f"{path.stem}: {cell.title}"] = (composed.sql, values, composed.reads)
     cells["every message by role and tier"] = (MESSAGES_SQL, {}, ())
     explore: dict[str, dict[str, float]] = {}
     executor = Executor()
@@ -100,13 +102,13 @@ def child_measure(db: str, published: str) -> None:
         return plain.execute(sql, bound).to_arrow_table()
 
     for label, (sql, values, reads) in cells.items():
-        result = run_query(snap.path, sql, timeout=60, params=values, reads=reads)
+        result = run_query(snap.path, sql, timeout=60, params=values, cells=reads, reads=reads)
         if result.error:
             raise RuntimeError(f"{label}: {result.error}")
         explore[label] = {
             "round_trip": _median(
                 lambda sql=sql, values=values, reads=reads: run_query(
-                    snap.path, sql, timeout=60, params=values, reads=reads
+                    snap.path, sql, timeout=60, params=values, cells=reads, reads=reads
                 )
             ),
             "duckdb_alone": _median(lambda sql=sql, values=values: alone(sql, values)),

@@ -33,6 +33,7 @@ __all__ = [
     "NotifySettings",
     "PublishSettings",
     "ReadSettings",
+    "ReportingSettings",
     "RunSettings",
     "SandboxSettings",
     "ServeSettings",
@@ -747,4 +748,37 @@ class MonitoringSettings(Section):
         "The dashboard's address, for the links in alerts (the slice and day of a change).",
         pattern=r"https?://\S+",
         pattern_help="an http:// or https:// URL",
+    )
+
+
+class ReportingSettings(Section):
+    """Scheduled reports (issue 29): whether ``convo run`` makes them, where their files go,
+    where each report run is recorded, and what a delivery may carry. The reports themselves
+    are ``[[reports]]`` tables (docs/configuration.md, "Reports"); ``[reports]`` cannot be
+    this section's name, since TOML cannot have both a table and an array of tables."""
+
+    enabled: Bool = setting(
+        True, "Make the due [[reports]] after publishing in `convo run` (the reports step)."
+    )
+    out_dir: PathOrNone = setting(
+        "data/reports",
+        "Where reports are written: OUT_DIR/REPORT/WORKSPACE/PERIOD/ holds a report's HTML "
+        "and a CSV per SQL cell.",
+    )
+    log: PathOrNone = setting(
+        "data/app-state/reports.jsonl",
+        "The record of every report run (JSON lines, append-only, with a lock file beside "
+        "it): ok or failed, its period, files and failures; what makes a report due.",
+    )
+    attach_csvs: Bool = setting(
+        True,
+        "Attach each SQL cell's CSV beside the HTML (email, and the signed webhook's body) "
+        "while the attachments stay within reporting.max_attachment_mb.",
+    )
+    max_attachment_mb: Float = setting(
+        10.0,
+        "The most a delivery's attachments may weigh together: the CSVs are left out first, "
+        "then the HTML (the message then names the folder that holds them).",
+        ge=0.0,
+        le=100.0,
     )
