@@ -39,6 +39,7 @@ from convo_analytics.notebooks import (
     ChartChoice,
     Executor,
     Limits,
+    parse_notebook,
     parse_param_args,
     run_notebook,
     write_report,
@@ -304,7 +305,8 @@ def test_every_starter_notebook_runs_and_its_tables_equal_its_csvs(setup: Setup,
     assert ran.code == 0 and ran.stderr == "", ran.stderr
     html, csvs = _written(ran)
     assert html.name == f"{name}.html"
-    sql_cells = (STARTERS_DIR / f"{name}.sql").read_text().count("\n-- %% ")
+    notebook = parse_notebook((STARTERS_DIR / f"{name}.sql").read_text(encoding="utf-8"))
+    sql_cells = sum(1 for cell in notebook.cells if cell.kind == "sql")
     assert len(csvs) == sql_cells
     page = html.read_text(encoding="utf-8")
     report = _tables_equal_csvs(html, csvs)
@@ -312,8 +314,7 @@ def test_every_starter_notebook_runs_and_its_tables_equal_its_csvs(setup: Setup,
     assert all(s["error"] is None for s in report.sections.values())
     # a cell saved with "chart: none" has none; the others draw one (every result has rows)
     charts = [s["svg"] for s in report.sections.values()]
-    nones = [c for c in re.split(r"\n-- %% ", (STARTERS_DIR / f"{name}.sql").read_text())[1:]]
-    assert charts == [0 if "\n-- chart: none" in c else 1 for c in nones]
+    assert charts == [0 if c.chart == "none" else 1 for c in notebook.cells if c.kind == "sql"]
     text = " ".join(" ".join(report.text).split())
     snap = current_snapshot(setup.published)
     assert snap is not None
