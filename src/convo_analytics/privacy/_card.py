@@ -25,6 +25,8 @@ __all__ = ["find_cards", "luhn_ok", "normalise_card"]
 #: run of groups (an account number's tail).
 _RUN = re.compile(r"(?<![0-9A-Za-z.,])(?<![0-9][ -])[0-9]+(?:[ -][0-9]+)*(?![0-9]|[.,][0-9])")
 _GROUP = re.compile(r"[0-9]+")
+#: Thirteen digits in a row, give or take separators: the least a card number has.
+_LONG_ENOUGH = re.compile(r"[0-9](?:[ -]?[0-9]){12}")
 
 #: (lowest prefix, highest prefix, lengths issued): prefixes compared as integers of the
 #: same number of digits.
@@ -76,6 +78,8 @@ def _is_card(digits: str) -> bool:
 def find_cards(text: str) -> list[Span]:
     """Every payment card number in ``text``."""
     spans: list[Span] = []
+    if _LONG_ENOUGH.search(text) is None:
+        return spans
     for run in _RUN.finditer(text):
         start = run.start()
         if start > 0 and text[start - 1] == "+":

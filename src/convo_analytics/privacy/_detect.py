@@ -7,9 +7,10 @@ on texts with its own sign (``@`` for emails, a seven-digit run for phones). Ext
 patterns run on every text (their shapes are the user's).
 
 What the scrubber wrote itself (``[email]``, ``[phone:1a2b3c4d5e6f]``) is never found
-again: spans that touch such a placeholder are dropped, so scrubbing scrubbed text
-changes nothing (the hex digits of a hash, or an extra pattern as wide as ``\\w+``,
-would otherwise be found in it).
+again: the built-in detectors see placeholders blanked out (the hex digits of a hash
+would send every such text through the phone matcher), and spans that touch one are
+dropped (an extra pattern as wide as ``\\w+`` would find its words), so scrubbing
+scrubbed text changes nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +31,21 @@ __all__ = ["HASH_DIGITS", "Detector"]
 #: Hex digits of a keyed hash in a placeholder.
 HASH_DIGITS = 12
 _SIGN = re.compile(r"[\d@]|::")
+#: What a placeholder reads as to the detectors: no letter, digit, separator or space.
+_BLANK = "\x00"
 _DIGIT = re.compile(r"\d")
+
+
+def _blanked(text: str, taken: list[tuple[int, int]]) -> str:
+    """``text`` with the ``taken`` spans blanked: the detectors see no digit of a hash."""
+    if not taken:
+        return text
+    parts, last = [], 0
+    for b, e in taken:
+        parts += [text[last:b], _BLANK * (e - b)]
+        last = e
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 class Detector:
@@ -50,21 +65,21 @@ class Detector:
 
     def find(self, text: str) -> list[Span]:
         """The personal data in ``text``: non-overlapping spans in text order."""
+        taken = [m.span() for m in self._placeholder.finditer(text)] if "[" in text else []
+        scan = _blanked(text, taken)
         spans: list[Span] = []
-        if _SIGN.search(text) is not None:
-            if "@" in text:
-                spans += find_emails(text)
-            spans += find_ips(text)
-            if _DIGIT.search(text) is not None:
-                spans += find_cards(text)
-                spans += find_ibans(text)
-                spans += self._phones.find(text, [(s.start, s.end) for s in spans])
+        if _SIGN.search(scan) is not None:
+            if "@" in scan:
+                spans += find_emails(scan)
+            spans += find_ips(scan)
+            if _DIGIT.search(scan) is not None:
+                spans += find_cards(scan)
+                spans += find_ibans(scan)
+                spans += self._phones.find(scan, [(s.start, s.end) for s in spans])
         for extra in self.extras:
             spans += extra.find(text)
-        if spans and "[" in text:
-            taken = [m.span() for m in self._placeholder.finditer(text)]
-            if taken:
-                spans = [s for s in spans if not any(s.start <= e and b <= s.end for b, e in taken)]
+        if taken:
+            spans = [s for s in spans if not any(s.start <= e and b <= s.end for b, e in taken)]
         return resolve(spans)
 
     def normalise(self, kind: str, value: str) -> str:

@@ -6,10 +6,11 @@ Which numbers count (decision D-PRIVACY-SCRUB). Each candidate is held to a rule
 how it was written:
 
 * with ``+`` and a country code (``+44 20 7946 0958``, ``+1-202-555-0143``): a
-  *possible* number (a plausible length for that country) is enough. Few things in
-  chat start with ``+`` and a country code that are not phone numbers, and the
-  numbers people mistype or make up (and the sandbox's random ones) are still their
-  phone numbers to a reader;
+  *possible* number (a plausible length for that country) is enough, and failing that
+  a known country code with 9 to 15 digits in all (E.164 allows 15). Few things in chat
+  start with ``+`` and a country code that are not phone numbers, and the numbers
+  people mistype or make up (and the sandbox's random ones, ``+33 279 5923567``, a
+  digit too long for France) are still their phone numbers to a reader;
 * anything else, a national number read in ``privacy.default_region``
   (``(202) 555-0143``) or one with an international prefix instead of ``+``
   (``0044 20 7946 0958``, ``011 44 ...``): it must be a *valid* number (in a range
@@ -91,11 +92,14 @@ def supported_region(region: str) -> bool:
 
 def _windows(text: str, taken: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
     """Merged stretches of ``text`` around each hint that is not inside a ``taken`` span
-    (a card number, an IBAN: found already, and longer than a phone number in them)."""
+    (a card number, an IBAN: found already, and longer than a phone number in them) and
+    not a date."""
     out: list[tuple[int, int]] = []
     for m in _HINT.finditer(text):
         if any(b <= m.start() and m.end() <= e for b, e in taken):
             continue
+        if _DATE.fullmatch(m.group()):
+            continue  # a date alone (every timestamp of a JSON record): never a number
         start, end = max(0, m.start() - _LEFT), min(len(text), m.end() + _RIGHT)
         if out and start <= out[-1][1]:
             out[-1] = (out[-1][0], max(out[-1][1], end))
@@ -139,25 +143,34 @@ class PhoneFinder:
         return spans
 
     def _international(self, text: str, start: int, body_start: int) -> Span | None:
-        """The longest run of groups after ``+`` (or ``00``) that is a number: valid
-        ones first, then (after ``+``) possible ones."""
+        """The longest run of groups after ``+`` (or ``00``) that is a valid number; after
+        ``+``, else the longest possible one, else the longest a known country code and
+        9 to 15 digits in all make (E.164 allows 15: ``+33 279 5923567`` has a digit too
+        many for France, and is still a phone number to whoever reads it)."""
         body = _INTERNATIONAL_BODY.match(text, body_start)
         if body is None:
             return None
         ends = [m.end() for m in _GROUP_END.finditer(text, body_start, body.end())]
         plus = text[start] == "+"
-        fallback = None
+        possible = shaped = None
         for end in reversed(ends[-8:]):
+            if _DATE.fullmatch(text, body_start, end):
+                continue  # "+2024-05-01"
             try:
                 number = phonenumbers.parse("+" + text[body_start:end], None)
             except phonenumbers.NumberParseException:
                 continue
             if phonenumbers.is_valid_number(number):
                 return self._span(text, start, end, number, plus, checked=True)
-            if plus and fallback is None and phonenumbers.is_possible_number(number):
-                fallback = (end, number)
-        if fallback is not None:
-            return self._span(text, start, fallback[0], fallback[1], plus, checked=True)
+            if not plus:
+                continue
+            if possible is None and phonenumbers.is_possible_number(number):
+                possible = (end, number)
+            digits = len(str(number.country_code)) + len(str(number.national_number))
+            if shaped is None and len(str(number.national_number)) >= 7 and 9 <= digits <= 15:
+                shaped = (end, number)
+        if (found := possible or shaped) is not None:
+            return self._span(text, start, found[0], found[1], plus, checked=True)
         return None
 
     def _span(
