@@ -292,7 +292,8 @@ CASES = [
     Case(("config", "show"), "[privacy] extra_patterns must be a list of strings (NAME=REGEX",
          {"CONVO_CONFIG": "p.toml"},
          files={"p.toml": '[privacy]\nextra_patterns = ["customer number"]\n'}),
-    Case(("config", "show"), "privacy_scrub", {"CONVO_CONFIG": "w.toml"},
+    Case(("config", "show"), "privacy_scrub: Input should be 'off', 'mask' or 'hash'",
+         {"CONVO_CONFIG": "w.toml"},
          files={"w.toml": '[[workspaces]]\nname = "acme"\nprivacy_scrub = "redact"\n'}),
     # issue 26: the run builds its transform as `convo transform` does (no zone: refused)
     Case(("run",), "transform.timezones: name at least one time zone",

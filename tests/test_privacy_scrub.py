@@ -384,6 +384,16 @@ def test_scrubbing_never_raises_and_finds_nothing_in_its_own_output(
     assert twice.text == once.text and twice.findings == ()
 
 
+def test_what_the_scrubber_wrote_is_never_found_again() -> None:
+    """Placeholders are not read: a hash's hex digits are no number, their words no match
+    of a wide extra pattern (else hash mode could replace its own output forever)."""
+    detector = Detector("US", parse_extra_patterns(["digits=[0-9]{6}", "word=[a-z]{4,}"]))
+    assert detector.find("see [email:123456abcdef], [phone:202555014312] and [word]") == []
+    scrubber = _scrubber("hash", extras=("digits=[0-9]{6}",))
+    once = scrubber.scrub("code 123456, call +1 202 555 0143")
+    assert scrubber.scrub(once.text) == type(once)(once.text, ())
+
+
 # -- no network -----------------------------------------------------------------------------
 
 
