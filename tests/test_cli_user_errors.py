@@ -315,6 +315,17 @@ CASES = [
     Case(("run",), "CONVO_NOTIFY_SMTP_TLS must be starttls, ssl or none",
          {"CONVO_NOTIFY_SMTP_TLS": "tls"}),
     Case(("run",), "Mars/Base", {"CONVO_TRANSFORM_TIMEZONES": "Mars/Base"}),
+    # issue 30: the [privacy] settings, checked when any command loads the settings
+    Case(("config", "show"), "CONVO_PRIVACY_SCRUB must be off, mask or hash",
+         {"CONVO_PRIVACY_SCRUB": "redact"}),
+    Case(("config", "show"), "CONVO_PRIVACY_DEFAULT_REGION must be a two-letter region code",
+         {"CONVO_PRIVACY_DEFAULT_REGION": "USA"}),
+    Case(("config", "show"), "[privacy] extra_patterns must be a list of strings (NAME=REGEX",
+         {"CONVO_CONFIG": "p.toml"},
+         files={"p.toml": '[privacy]\nextra_patterns = ["customer number"]\n'}),
+    Case(("config", "show"), "privacy_scrub: Input should be 'off', 'mask' or 'hash'",
+         {"CONVO_CONFIG": "w.toml"},
+         files={"w.toml": '[[workspaces]]\nname = "acme"\nprivacy_scrub = "redact"\n'}),
     # issue 26: the run builds its transform as `convo transform` does (no zone: refused)
     Case(("run",), "transform.timezones: name at least one time zone",
          {"CONVO_CONFIG": "tz.toml"}, files={"tz.toml": "[transform]\ntimezones = []\n"}),

@@ -31,6 +31,7 @@ __all__ = [
     "LakeSettings",
     "MonitoringSettings",
     "NotifySettings",
+    "PrivacySettings",
     "PublishSettings",
     "ReadSettings",
     "ReportingSettings",
@@ -260,6 +261,49 @@ class AuthSettings(Section):
         "File (mode 0600) where `convo auth login` keeps each OAuth "
         "workspace's tokens; runs refresh them in place under a lock.",
         env="CONVO_TOKEN_STORE",
+    )
+
+
+class PrivacySettings(Section):
+    """Personal data in what is stored (issue 30; convo_analytics.privacy, D-PRIVACY-SCRUB):
+    how it is scrubbed, and the key of its keyed hashes."""
+
+    scrub: Str = setting(
+        "mask",
+        "How personal data (emails, phone numbers, card numbers, IBANs, IP addresses, "
+        "extra_patterns) is scrubbed: mask ([email]), hash ([email:<keyed hash>]: equal "
+        "values stay joinable) or off. A workspace's privacy_scrub in [[workspaces]] wins.",
+        pattern=r"off|mask|hash",
+        pattern_help="off, mask or hash",
+    )
+    default_region: Str = setting(
+        "US",
+        "Region (ISO 3166-1 alpha-2) national phone numbers, written without a country "
+        "code, are read in; empty: only numbers written with one are found.",
+        pattern=r"[A-Za-z]{2}|",
+        pattern_help="a two-letter region code such as US, GB, DE, or empty",
+    )
+    extra_patterns: List = setting(
+        (),
+        "More personal data to scrub, as NAME=REGEX entries (masked as [NAME]); a pattern "
+        "with nested unbounded repetition or one matching empty text is refused. Write them "
+        "in convo.toml: a variable is split at commas.",
+        pattern=r"[a-z][a-z0-9_]{0,31}=.+",
+        pattern_help="NAME=REGEX entries, NAME of lowercase letters, digits and _",
+    )
+    key: SecretText = setting(
+        None,
+        "Key of the keyed hashes (HMAC-SHA256; each workspace's derived from it), at least "
+        "16 characters. Unset: a key generated once into generated_key_file. Secret: "
+        "environment or file only.",
+    )
+    key_file: PathOrNone = setting(
+        None, "File whose content (trailing whitespace stripped) is privacy.key."
+    )
+    generated_key_file: PathOrNone = setting(
+        "data/app-state/privacy.key",
+        "Where the key is generated (mode 0600) and kept when privacy.key is unset; back it "
+        "up with the data: without it, new hashes no longer match stored ones.",
     )
 
 

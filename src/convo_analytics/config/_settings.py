@@ -37,6 +37,7 @@ from convo_analytics.config._sections import (
     LakeSettings,
     MonitoringSettings,
     NotifySettings,
+    PrivacySettings,
     PublishSettings,
     ReadSettings,
     ReportingSettings,
@@ -87,6 +88,7 @@ class Settings(SourcedSettings):
     warehouse: WarehouseSettings = Field(default_factory=WarehouseSettings)
     extract: ExtractSettings = Field(default_factory=ExtractSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     transform: TransformSettings = Field(default_factory=TransformSettings)
     topics: TopicsSettings = Field(default_factory=TopicsSettings)
