@@ -66,8 +66,8 @@ vertical-align:top}
 .params thead th{border-bottom:1px solid #d0d7de}
 .scroll{overflow-x:auto;max-width:100%;margin:8px 0}
 .data th,.data td{border-bottom:1px solid #eaeef2;padding:4px 10px;text-align:left;
-vertical-align:top;white-space:pre-wrap;overflow-wrap:anywhere;max-width:40em}
-.data thead th{background:#f6f8fa;border-bottom:2px solid #d0d7de}
+vertical-align:top;white-space:pre-wrap;overflow-wrap:break-word;max-width:40em}
+.data thead th{background:#f6f8fa;border-bottom:2px solid #d0d7de;white-space:nowrap}
 .data td.num,.data th.num{text-align:right;font-variant-numeric:tabular-nums}
 .data tbody tr:nth-child(even){background:#fafbfc}
 .meta,.note,footer{color:#57606a;font-size:13px;margin:4px 0}
