@@ -253,6 +253,23 @@ def _run_done(run_id: str, status: str) -> Any:
     return mark
 
 
+def reports(ctx: RunContext) -> dict[str, Any]:
+    """Make each due [[reports]] report (a notebook over the snapshot just published, one per
+    workspace), write its HTML and CSVs to reporting.out_dir and send it through the
+    notification channels, once per period; a failed report is recorded and alerted
+    (report.failed), never fails the step nor the run."""
+    from convo_analytics.reports import run_reports
+
+    return run_reports(ctx.settings, ctx.run_id)
+
+
+def check_reports(settings: Settings) -> None:
+    """Each report's workspaces, channels, recipients and time zone are configured."""
+    from convo_analytics.reports import check_reports as check
+
+    check(settings)
+
+
 def exports(ctx: RunContext) -> dict[str, Any]:
     """The summary (service-compatible; one per workspace when there are several) and the
     redacted guardrail log of the last days, with its workspace column; each recorded in
@@ -349,7 +366,8 @@ def retention(ctx: RunContext) -> dict[str, Any]:
         con.close()
 
 
-#: Publish comes last, so that a snapshot only ever shows a run that did everything else.
+#: Publish comes last of the data steps, so that a snapshot only ever shows a run that did
+#: everything else; the reports read what it published (they never fail the run).
 STEPS = [
     Step("extract", extract, extract.__doc__ or "", check_extract),
     Step("webhook_ingest", webhook_ingest, webhook_ingest.__doc__ or "", check_ingest),
@@ -358,4 +376,5 @@ STEPS = [
     Step("exports", exports, exports.__doc__ or "", check_exports),
     Step("retention", retention, retention.__doc__ or ""),
     Step("publish", publish, publish.__doc__ or ""),
+    Step("reports", reports, reports.__doc__ or "", check_reports),
 ]

@@ -273,6 +273,23 @@ def test_serve_answers_503_when_the_record_cannot_be_written(
     assert "totals" not in r.text and str(tmp_path) not in r.text
 
 
+def test_a_notebook_run_appends_exactly_one_record(published: Path, tmp_path: Path) -> None:
+    """`convo notebook run`: one record holding the report's files' SHA-256."""
+    log = tmp_path / "audit.jsonl"
+    done = convo("notebook", "run", "lead_funnel_by_source", "--out", "rep", "--dir",
+                 str(published), log=log, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (record,) = records(log)
+    assert record["action"] == "notebook.run" and record["who"] == f"os:{os_user()}"
+    assert record["what"].startswith("convo notebook run lead_funnel_by_source --out rep --dir")
+    assert record["detail"]["notebook"] == "lead_funnel_by_source" and record["rows"] > 0
+    written = sorted(p.name for p in (tmp_path / "rep").iterdir())
+    assert sorted(f["path"] for f in record["detail"]["files"]) == written
+    for entry in record["detail"]["files"]:
+        digest = hashlib.sha256((tmp_path / "rep" / entry["path"]).read_bytes()).hexdigest()
+        assert entry["sha256"] == digest
+
+
 # -- convo audit verify ---------------------------------------------------------------
 
 
@@ -373,21 +390,32 @@ def test_each_run_records_the_head_and_verify_reads_it_from_the_warehouse(
 # -- several writers, torn lines ------------------------------------------------------
 
 WRITER = """
-import sys
+import sys, time
 from pathlib import Path
 from convo_analytics.audit import Auditor, AuditLog
 auditor = Auditor(AuditLog(Path(sys.argv[1])))
+print("ready", flush=True)
+deadline = time.monotonic() + 60  # all start together, when the test says go
+while not Path(sys.argv[4]).exists() and time.monotonic() < deadline:
+    time.sleep(0.002)
 for i in range(int(sys.argv[3])):
     auditor.record("serve.request", what=f"{sys.argv[2]} {i}")
 """
 
 
 def test_concurrent_appends_from_several_processes_keep_the_chain_whole(tmp_path: Path) -> None:
-    log = tmp_path / "audit.jsonl"
+    log, go = tmp_path / "audit.jsonl", tmp_path / "go"
     writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(log), f"writer-{n}", "50"])
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(log), f"writer-{n}", "50", str(go)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for n in range(4)
     ]
+    for proc in writers:  # each has imported everything and waits
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    go.touch()
     for proc in writers:
         assert proc.wait(timeout=120) == 0
     got = records(log)

@@ -98,6 +98,18 @@ def _empty_warehouse(folder: Path) -> None:
     open_warehouse(folder / "w.duckdb").close()
 
 
+def _published(folder: Path) -> None:
+    """An empty warehouse published where `convo notebook run` looks (data/published)."""
+    from convo_analytics.publish import publish_snapshot
+    from convo_analytics.warehouse import open_warehouse
+
+    con = open_warehouse(folder / "w.duckdb")
+    try:
+        publish_snapshot(con, folder / "w.duckdb", folder / "data" / "published")
+    finally:
+        con.close()
+
+
 def _torn_bindings(folder: Path) -> None:
     """The receiver's workspace bindings, torn by hand."""
     _two_workspaces(folder)
@@ -283,6 +295,25 @@ CASES = [
     Case(("dashboard", "--port", BUSY), "cannot listen"),
     Case(("dashboard", "--host", "0.0.0.0"), "--behind-tls-proxy"),
     Case(("dashboard", "--workspace", "NOPE"), "--workspace 'NOPE': nothing is published"),
+    # issue 29: convo notebook run refuses before any cell runs and writes nothing
+    Case(("notebook", "run", "nope", "--out", "rep"), "notebook 'nope': there is no such notebook"),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "rep"),
+         "nothing is published in data/published yet"),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "rep", "--param", "from"),
+         "--param 'from': write NAME=VALUE"),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "rep", "-p", "zzz=1"),
+         "--param zzz: the notebook has no such parameter", setup=_published),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "rep", "-p", "from=1 OR 1=1"),
+         "'1 OR 1=1' is not a date", setup=_published),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "rep", "-p", "to=2026-02-30"),
+         "'2026-02-30' is not a date", setup=_published),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "rep", "--workspace", "nope"),
+         "--workspace 'nope': no such workspace in the published snapshot", setup=_published),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "taken.txt"),
+         "--out taken.txt is a file", files={"taken.txt": "x"}),
+    Case(("notebook", "run", "lead_funnel_by_source", "--out", "/sys/rep"),
+         "--out /sys/rep: the report cannot be written there", setup=_published),
+    Case(("notebook", "list"), "gone.toml", {"CONVO_CONFIG": "gone.toml"}),
     Case(("run",), "CONVO_API_KEY", unset=("CONVO_API_KEY",)),
     Case(("run",), "no scheme", {"CONVO_RUN_ALERT_WEBHOOK_URL": "hooks.example.com/x"}),
     # issue 28: the notification channels, checked before the run locks anything
@@ -306,9 +337,47 @@ CASES = [
     Case(("run",), "CONVO_NOTIFY_SMTP_TLS must be starttls, ssl or none",
          {"CONVO_NOTIFY_SMTP_TLS": "tls"}),
     Case(("run",), "Mars/Base", {"CONVO_TRANSFORM_TIMEZONES": "Mars/Base"}),
+    # issue 30: the [privacy] settings, checked when any command loads the settings
+    Case(("config", "show"), "CONVO_PRIVACY_SCRUB must be off, mask or hash",
+         {"CONVO_PRIVACY_SCRUB": "redact"}),
+    Case(("config", "show"), "CONVO_PRIVACY_DEFAULT_REGION must be a two-letter region code",
+         {"CONVO_PRIVACY_DEFAULT_REGION": "USA"}),
+    Case(("config", "show"), "[privacy] extra_patterns must be a list of strings (NAME=REGEX",
+         {"CONVO_CONFIG": "p.toml"},
+         files={"p.toml": '[privacy]\nextra_patterns = ["customer number"]\n'}),
+    Case(("config", "show"), "privacy_scrub: Input should be 'off', 'mask' or 'hash'",
+         {"CONVO_CONFIG": "w.toml"},
+         files={"w.toml": '[[workspaces]]\nname = "acme"\nprivacy_scrub = "redact"\n'}),
     # issue 26: the run builds its transform as `convo transform` does (no zone: refused)
     Case(("run",), "transform.timezones: name at least one time zone",
          {"CONVO_CONFIG": "tz.toml"}, files={"tz.toml": "[transform]\ntimezones = []\n"}),
+    # issue 29: [[reports]] tables, then their workspaces, channels and time zone, checked
+    # before the run locks anything
+    Case(("run",), "r1.toml:1: [[reports]] #1 schedule: Field required",
+         {"CONVO_CONFIG": "r1.toml"},
+         files={"r1.toml": '[[reports]]\nname = "weekly"\nnotebook = "weekly_review"\n'}),
+    Case(("config", "show"), "r2.toml:1: reports are an array of tables: write [[reports]]",
+         {"CONVO_CONFIG": "r2.toml"}, files={"r2.toml": '[reports]\nname = "weekly"\n'}),
+    Case(("run",), "[[reports]] #1 (weekly) workspaces: 'nobody' is not a configured workspace",
+         {"CONVO_CONFIG": "r3.toml"},
+         files={"r3.toml": '[[reports]]\nname = "weekly"\nnotebook = "weekly_review"\n'
+                           'schedule = "weekly"\nworkspaces = ["nobody"]\n'}),
+    Case(("run",), "[[reports]] #1 (weekly) channels: slack is not configured",
+         {"CONVO_CONFIG": "r4.toml"},
+         files={"r4.toml": '[[reports]]\nname = "weekly"\nnotebook = "weekly_review"\n'
+                           'schedule = "weekly"\nchannels = ["slack"]\n'}),
+    Case(("run",), "[[reports]] #1 (weekly) recipients: email is not configured",
+         {"CONVO_CONFIG": "r5.toml"},
+         files={"r5.toml": '[[reports]]\nname = "weekly"\nnotebook = "weekly_review"\n'
+                           'schedule = "weekly"\nrecipients = ["team@example.com"]\n'}),
+    Case(("run",), "[[reports]] #1 (weekly) params.tz: 'Mars/Base' is not an IANA time zone",
+         {"CONVO_CONFIG": "r6.toml"},
+         files={"r6.toml": '[[reports]]\nname = "weekly"\nnotebook = "weekly_review"\n'
+                           'schedule = "weekly"\nparams = { tz = "Mars/Base" }\n'}),
+    Case(("reports", "list"), "[[reports]] #1 (weekly) channels: webhook is not configured",
+         {"CONVO_CONFIG": "r7.toml"},
+         files={"r7.toml": '[[reports]]\nname = "weekly"\nnotebook = "weekly_review"\n'
+                           'schedule = "weekly"\nchannels = ["webhook"]\n'}),
     Case(("run",), "has no scheme", {"CONVO_BASE_URL": "api.example.com"}),
     Case(("run", "--config", "convo.toml"), "convo.toml"),
     Case(("run",), "run.lock_file", {"CONVO_DB": READ_ONLY_DB}),

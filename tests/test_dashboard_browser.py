@@ -410,3 +410,48 @@ def test_explore_stops_a_query_and_its_processes_end_with_the_app(served: str) -
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def _grid_rows(grid: Any) -> list[list[str]]:
+    """A data grid's rows as its cells' text (the grid draws on a canvas; these are the cells
+    of the table it keeps for screen readers)."""
+    return [[cell.text_content() or "" for cell in row.locator("td").all()]
+            for row in grid.locator("tbody tr").all()]  # fmt: skip
+
+
+def test_a_notebook_url_restores_its_parameter_and_the_cell_shows_its_rows(served: str) -> None:
+    """``?notebook=NAME&p.NAME=VALUE`` in a real browser: the parameter's widget shows the
+    URL's value and the cells' rows are those of that value (decision D-NOTEBOOK-PARAMS)."""
+    import duckdb
+    from playwright.sync_api import sync_playwright
+
+    snapshot = next(PUBLISHED[0].glob("warehouse-*.duckdb"))
+    con = duckdb.connect(str(snapshot), read_only=True)
+    try:
+        reasons = con.execute(
+            "SELECT e.reason_code, count(*), count(DISTINCT e.conversation_id) "
+            "FROM mart_escalations e JOIN mart_conversations c USING (workspace_id, "
+            "conversation_id) WHERE e.reason_code IS NOT NULL GROUP BY 1 ORDER BY 2, 1"
+        ).fetchall()
+    finally:
+        con.close()
+    assert len(reasons) > 1, reasons
+    reason, escalations, conversations = reasons[0]  # the rarest: not the widget's first
+    view = (f"notebook=escalations_by_reason_and_channel&from={SPAN[0]}&to={SPAN[1]}"
+            f"&p.reason={reason}")  # fmt: skip
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(f"{served}/explore?{view}", wait_until="domcontentloaded", timeout=60_000)
+            settle(page, "Explore")
+            page.screenshot(path=str(SHOTS / "explore-parameter.png"), full_page=True)
+            assert page.locator("[data-testid='stAlertContentError']").count() == 0
+            assert page.locator("input[aria-label='$reason']").input_value() == reason
+            by_reason, by_channel = page.locator("[data-testid='stDataFrame']").all()[:2]
+            assert _grid_rows(by_reason) == [[reason, f"{escalations:,}", f"{conversations:,}"]]
+            rows = _grid_rows(by_channel)
+            assert rows and {row[0] for row in rows} == {reason}, rows
+            assert f"p.reason={reason}" in page.url
+        finally:
+            browser.close()

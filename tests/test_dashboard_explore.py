@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -242,3 +243,197 @@ def test_a_cells_download_is_named_after_it_and_a_copy_after_its_name(
     assert not at.exception, at.exception
     saved = (tmp_path / "notebooks" / "my-copy.sql").read_text()
     assert "My copy" in saved.splitlines()[0] and "Escalations by reason" not in saved
+
+
+# -- cells that read cells, text cells, chart settings (issue 29) -------------------------------
+
+#: Cells 2 and 3 read the earlier cells' results by name (3 reads 2, which reads 1, and 1).
+CHAINED = """-- Cells reading cells
+
+-- %% Per channel
+SELECT channel, count(*) AS conversations FROM mart_conversations GROUP BY channel
+
+-- %% Busiest channel
+SELECT channel, conversations FROM per_channel ORDER BY conversations DESC, channel LIMIT 1;
+
+-- %% Busiest share
+SELECT channel, conversations, conversations / (SELECT sum(conversations) FROM per_channel)
+    AS portion
+FROM busiest_channel
+"""
+
+
+def _facts(published: Path, sql: str) -> list[tuple[Any, ...]]:
+    snapshot = next(published.glob("warehouse-*.duckdb"))
+    con = duckdb.connect(str(snapshot), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _notebook(tmp_path: Path, name: str, text: str) -> None:
+    (tmp_path / "notebooks").mkdir(exist_ok=True)
+    (tmp_path / "notebooks" / f"{name}.sql").write_text(text)
+
+
+def test_a_cell_reads_the_results_of_earlier_cells_by_name(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _notebook(tmp_path, "chained", CHAINED)
+    at = _explore(published, monkeypatch, tmp_path, notebook="chained")
+    assert not at.error, [e.value for e in at.error]
+    per_channel = dict(_facts(published, "SELECT channel, count(*) FROM mart_conversations "
+                              "GROUP BY channel"))  # fmt: skip
+    busiest = min(per_channel.items(), key=lambda kv: (-kv[1], kv[0]))
+    assert len(per_channel) > 1 and len(at.dataframe) == 3
+    first, second, third = (d.value.to_dict("records") for d in at.dataframe)
+    assert {r["channel"]: r["conversations"] for r in first} == per_channel
+    assert second == [{"channel": busiest[0], "conversations": busiest[1]}]
+    (share,) = third
+    assert (share["channel"], share["conversations"]) == busiest
+    assert share["portion"] == pytest.approx(busiest[1] / sum(per_channel.values()))
+    captions = [c.value for c in at.caption]
+    for name in ("per_channel", "busiest_channel", "busiest_share"):
+        assert f"Later cells read this result as `{name}`." in captions, captions
+
+
+def test_an_unknown_cell_name_is_one_line_in_that_cell_only(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _notebook(tmp_path, "chained", CHAINED)
+    at = _explore(published, monkeypatch, tmp_path, notebook="chained")
+    _cells(at)[2].input("SELECT * FROM busiest_chanel").run()
+    assert not at.exception, at.exception
+    (error,) = at.error
+    assert "there is no table or earlier cell called busiest_chanel" in error.value
+    assert "called per_channel, busiest_channel" in error.value and "\n" not in error.value
+    assert len(at.dataframe) == 2  # the cells above it still show their rows
+
+
+def test_retitling_a_cell_names_the_missing_name_in_the_cell_that_read_it(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _notebook(tmp_path, "chained", CHAINED)
+    at = _explore(published, monkeypatch, tmp_path, notebook="chained")
+    first = _cid(_cells(at)[0])
+    at.text_input(key=f"cell_title_{first}").input("By channel").run()
+    assert not at.exception, at.exception
+    assert "Later cells read this result as `by_channel`." in [c.value for c in at.caption]
+    errors = [e.value for e in at.error]
+    assert len(errors) == 2 and len(at.dataframe) == 1  # cells 2 and 3 read per_channel
+    assert all("there is no table or earlier cell called per_channel" in e for e in errors)
+    assert "the cells above this one are called by_channel" in errors[0]
+    assert all("\n" not in e for e in errors)
+
+
+#: A text cell an author could be tricked into pasting: none of it may run or fetch.
+HOSTILE_TEXT = """# Read me
+<script>fetch("http://127.0.0.1:9/script")</script>
+<img src=http://127.0.0.1:9/pixel.png>
+![x](http://evil.example/x.png)
+[l](javascript:alert(1)) and [the docs](https://example.com/docs)
+"""
+
+
+def _html(at: AppTest) -> str:
+    (html,) = at.html
+    return str(html.value)
+
+
+def _assert_inert(body: str) -> None:
+    assert "<h1>Read me</h1>" in body
+    assert "<script" not in body and "&lt;script&gt;" in body
+    assert "<img" not in body and "&lt;img src=http://127.0.0.1:9/pixel.png&gt;" in body
+    assert "evil.example" not in body and "[image: x]" in body
+    assert "[l](javascript:alert(1))" in body  # text: no link
+    assert body.count("<a ") == 1 and "href=" not in body.replace('<a href="https://', "")
+    assert '<a href="https://example.com/docs" rel="noopener noreferrer nofollow">' in body
+
+
+def test_a_text_cell_renders_its_markdown_inert_and_is_saved_moved_and_deleted(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    at = _explore(published, monkeypatch, tmp_path)
+    at.button(key="explore_add_text").click().run()
+    (editor,) = [t for t in at.text_area if str(t.key).startswith("cell_md_")]
+    text_cell = str(editor.key).removeprefix("cell_md_")
+    assert at.toggle(key=f"cell_edit_{text_cell}").value  # a new text cell opens to edit
+    editor.input(HOSTILE_TEXT).run()
+    assert not at.exception, at.exception
+    _assert_inert(_html(at))
+    at.toggle(key=f"cell_edit_{text_cell}").set_value(False).run()  # done editing: kept
+    assert not [t for t in at.text_area if str(t.key).startswith("cell_md_")]
+    _assert_inert(_html(at))
+    at.button(key=f"cell_up_{text_cell}").click().run()  # moved above the SQL cell
+    at.text_input(key=f"cell_title_{text_cell}").input("Notes").run()
+    at.text_input(key="explore_save_as").input("with-notes").run()
+    at.button(key="explore_save").click().run()
+    assert not at.exception, at.exception
+    saved = (tmp_path / "notebooks" / "with-notes.sql").read_text()
+    assert "-- %% [markdown] Notes\n-- # Read me\n-- <script>" in saved
+    assert saved.index("[markdown]") < saved.index("-- %% Cell 1")
+
+    again = _explore(published, monkeypatch, tmp_path, notebook="with-notes")
+    _assert_inert(_html(again))
+    (title,) = [t for t in again.text_input if t.value == "Notes"]
+    assert len(_cells(again)) == 1 and not again.error
+    again.button(key=f"cell_delete_{str(title.key).removeprefix('cell_title_')}").click().run()
+    assert not again.html and len(_cells(again)) == 1 and not again.error
+
+
+def test_chart_settings_are_chosen_from_the_result_and_survive_save_and_reload(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    at = _explore(published, monkeypatch, tmp_path)
+    (cell,) = _cells(at)
+    cid = _cid(cell)
+    cell.input(
+        "SELECT channel, count(*) AS conversations, "
+        "count(*) FILTER (WHERE escalated) AS escalated FROM mart_conversations GROUP BY ALL"
+    ).run()
+    assert not at.error, [e.value for e in at.error]
+    y = at.selectbox(key=f"cell_y_{cid}")
+    assert y.value == "" and y.options == ["auto", "conversations", "escalated"]
+    assert at.selectbox(key=f"cell_x_{cid}").options == [
+        "auto", "channel", "conversations", "escalated"]  # fmt: skip
+    y.select("escalated").run()
+    at.selectbox(key=f"cell_chart_{cid}").select("point").run()
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert spec["encoding"]["y"]["field"] == "escalated" and spec["mark"]["type"] == "point"
+    at.text_input(key="explore_save_as").input("charted").run()
+    at.button(key="explore_save").click().run()
+    saved = (tmp_path / "notebooks" / "charted.sql").read_text()
+    assert "-- chart: point y=escalated\n" in saved
+
+    again = _explore(published, monkeypatch, tmp_path, notebook="charted")
+    (cell,) = _cells(again)
+    cid = _cid(cell)
+    assert again.selectbox(key=f"cell_y_{cid}").value == "escalated"
+    spec = json.loads(again.get("vega_lite_chart")[0].proto.spec)
+    assert spec["encoding"]["y"]["field"] == "escalated" and spec["mark"]["type"] == "point"
+    # the column renamed: the chart falls back, says so, and keeps the setting until changed
+    cell.input("SELECT channel, count(*) AS conversations FROM mart_conversations GROUP BY 1").run()
+    assert not again.error, [e.value for e in again.error]
+    assert any("saved column escalated is not a usable column" in c.value for c in again.caption)
+    spec = json.loads(again.get("vega_lite_chart")[0].proto.spec)
+    assert spec["encoding"]["y"]["field"] == "conversations"
+    assert again.selectbox(key=f"cell_y_{cid}").value == "escalated"
+    again.button(key="explore_save").click().run()
+    assert "-- chart: point y=escalated\n" in (tmp_path / "notebooks" / "charted.sql").read_text()
+
+
+def test_the_lead_funnel_starter_explains_itself_and_builds_on_its_first_cell(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    at = _explore(published, monkeypatch, tmp_path, notebook="lead_funnel_by_source")
+    assert not at.error, [e.value for e in at.error]
+    assert "<code>funnel_steps_by_source</code>" in _html(at)
+    steps, rates = (d.value for d in at.dataframe)
+    assert len(steps) > 1 and list(rates.columns) == ["source", "qualification_rate",
+                                                      "conversations"]  # fmt: skip
+    assert sorted(rates["source"]) == sorted(steps["source"])
+    assert list(rates["conversations"]) == [
+        steps.set_index("source").loc[s, "started"] for s in rates["source"]]  # fmt: skip
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)  # its saved settings
+    assert spec["encoding"]["x"]["field"] == "source" and spec["mark"]["type"] == "bar"

@@ -12,7 +12,13 @@ import duckdb
 import polars as pl
 import pytest
 
-from convo_analytics.dashboard._explore import choose_chart, literal
+from convo_analytics.dashboard._explore import (
+    AUTO,
+    axis_options,
+    choose_chart,
+    literal,
+    name_caption,
+)
 from convo_analytics.dashboard._format import for_display, human_duration, label_of
 from convo_analytics.dashboard._notebooks import (
     Cell,
@@ -305,6 +311,30 @@ def test_a_chart_is_chosen_from_the_result_types(
 ) -> None:
     choice = choose_chart(frame, wanted)  # type: ignore[arg-type]
     assert (choice.kind, choice.x, choice.y, choice.color) == (kind, x, y, color)
+
+
+def test_an_axis_offers_auto_the_columns_and_a_saved_column_the_result_lost() -> None:
+    assert axis_options(["day", "n"], None) == [AUTO, "day", "n"]
+    assert axis_options(["day", "n"], "n") == [AUTO, "day", "n"]
+    assert axis_options(["day", "n"], "week") == [AUTO, "day", "n", "week"]
+
+
+@pytest.mark.parametrize(
+    ("title", "others", "caption"),
+    [
+        ("Escalations by reason", [], "Later cells read this result as `escalations_by_reason`."),
+        ("[x](https://evil.example) <img>", ["Other"],
+         "Later cells read this result as `x_https_evil_example_img`."),
+        ("!!!", [], "Later cells cannot read this result: give the cell a title with a letter "
+                    "or digit."),
+        ("Totals", ["totals!", "Other"], "Later cells read this result as `totals`. Another "
+         "cell has the same name: retitle one, so a later cell reads the one it means."),
+    ],
+)  # fmt: skip
+def test_a_cells_caption_names_it_for_later_cells(
+    title: str, others: list[str], caption: str
+) -> None:
+    assert name_caption(title, others) == caption
 
 
 def test_the_schema_is_described_from_the_warehouse_doc(tmp_path: Path) -> None:

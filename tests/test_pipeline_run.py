@@ -29,7 +29,8 @@ from convo_analytics.sandbox import Sandbox, create_app
 from convo_analytics.sandbox._history_archive import write_history_archive
 
 SECRET = "whsec_pipeline_tests_0123456789"
-STEPS = ["extract", "webhook_ingest", "transform", "monitors", "exports", "retention", "publish"]
+STEPS = ["extract", "webhook_ingest", "transform", "monitors", "exports", "retention", "publish",
+         "reports"]  # fmt: skip
 RUN_TIMEOUT = 300
 
 

@@ -276,8 +276,12 @@ def test_the_nightly_exports_step_writes_a_summary_per_workspace(three: dict[str
     out = cwd / "nightly-exports"
     settings = load_settings(
         cwd / "convo.toml",
-        {"export.dir": out, "run.export_days": 700, "warehouse.path": three["db"],
-         "audit.file": cwd / "audit.jsonl"},  # fmt: skip
+        {
+            "export.dir": out,
+            "run.export_days": 700,
+            "warehouse.path": three["db"],
+            "audit.file": cwd / "audit.jsonl",
+        },
         {},  # no credentials: the step reads names and ids only
     )
     counts = nightly.exports(RunContext(settings, "run-test", three["db"]))

@@ -1,6 +1,9 @@
 """Explore: a notebook of read-only SQL cells over the published snapshot, each with its
-table, a chart and a download; notebooks are plain .sql files, opened by URL
-(``?notebook=NAME``), with the schema browsable beside them. A notebook's parameters
+table, a chart (its kind and columns saved with the notebook) and a download, and text
+cells of the author's Markdown; notebooks are plain .sql files, opened by URL
+(``?notebook=NAME``), with the schema browsable beside them. A cell reads an earlier
+cell's result by the name shown under its title, as a CTE of its statement (decision
+D-NOTEBOOK-CELLS). A notebook's parameters
 (its header's, and the built-ins $from, $to, $tz, $channel, $workspace defaulting to the
 sidebar's) get a widget each, are carried in the URL as ``?p.NAME=VALUE`` and are bound
 as DuckDB parameters, never written into the SQL (decision D-NOTEBOOK-PARAMS).
@@ -9,7 +12,8 @@ Queries run in the notebooks package's query processes, stopped at the time and
 memory limits (decision D-EXPLORE-EXECUTOR). A cell stopped by a limit is marked
 (beside a named notebook's file) and is not run again when the notebook opens, until
 it is edited or run with its Run button. Text a user wrote (names, titles, the SQL
-quoted in an error) is shown literally, never as markdown."""
+quoted in an error) is shown literally, never as markdown; a text cell's Markdown is
+rendered by ``notebooks.markdown_html`` only (no raw HTML, no images, safe links)."""
 
 from __future__ import annotations
 
@@ -22,10 +26,13 @@ import streamlit as st
 
 from convo_analytics.dashboard import charts
 from convo_analytics.dashboard._explore import (
+    AUTO,
     CHART_KINDS,
     URL_PREFIX,
-    choose_chart,
+    axis_options,
+    chart_for,
     literal,
+    name_caption,
     page_params,
     referenced,
     values_from_url,
@@ -52,17 +59,21 @@ from convo_analytics.dashboard._session import (
     write_params,
 )
 from convo_analytics.notebooks import (
+    CHART_SETTINGS,
     Executor,
     Limits,
     ParamError,
     ParamSpec,
     QueryResult,
     cell_key,
+    cell_name,
     clear_mark,
+    compose,
     convert,
     encode_values,
     load_marks,
     mark_stopped,
+    markdown_html,
 )
 
 FIRST_QUERY = (
@@ -96,12 +107,16 @@ def _cached(
     keyed_only: bool,
     limits: Limits,
     bound: str = "{}",
+    cells: tuple[str, ...] = (),
+    reads: tuple[str, ...] = (),
 ) -> QueryResult:
-    """``bound``: the parameter values the cell names, as JSON (``_params.encode_values``)."""
+    """``bound``: the parameter values the cell names, as JSON (``_params.encode_values``);
+    ``cells``: the names of the cells above it, ``reads``: those its statement reads as CTEs
+    (``notebooks.compose``), for the statement check's messages."""
     del snapshot_id  # part of the key: a new snapshot runs the cell again
     result = _executor(limits, str(published_dir().resolve())).run(
         Path(path), sql, timeout=timeout, row_limit=row_limit, workspaces=scope,
-        keyed_only=keyed_only, params=json.loads(bound),
+        keyed_only=keyed_only, params=json.loads(bound), cells=cells, reads=reads,
     )  # fmt: skip
     if result.stopped is not None or result.retry:
         raise _NotCached(result)
@@ -117,9 +132,15 @@ def _run(*args: Any) -> QueryResult:
 
 
 def _state() -> dict[str, Any]:
-    return st.session_state.setdefault(
+    """The page's notebook: its cells' ids in order, and per id what is kept apart from the
+    widgets (a widget not drawn in a run loses its value): the cell's kind, a text cell's
+    Markdown, a SQL cell's chart columns (drawn only when the cell has a result)."""
+    state: dict[str, Any] = st.session_state.setdefault(
         "explore", {"name": None, "title": "Untitled notebook", "cells": [], "next": 0}
     )
+    for part in ("kinds", "texts", "axes"):
+        state.setdefault(part, {})
+    return state
 
 
 def _load(name: str | None, notebook: Notebook) -> None:
@@ -133,6 +154,9 @@ def _load(name: str | None, notebook: Notebook) -> None:
         params=list(notebook.params),
         problems=list(notebook.problems),
         generation=state.get("generation", 0) + 1,
+        kinds={},
+        texts={},
+        axes={},
     )
     for cell in notebook.cells:
         _add(cell)
@@ -145,9 +169,15 @@ def _add(cell: Cell) -> None:
     cid = state["next"]
     state["next"] = cid + 1
     state["cells"].append(cid)
+    state["kinds"][cid] = cell.kind
     st.session_state[f"cell_title_{cid}"] = cell.title
+    if cell.kind == "markdown":
+        state["texts"][cid] = cell.sql
+        st.session_state[f"cell_edit_{cid}"] = not cell.sql.strip()  # a new one opens to edit
+        return
     st.session_state[f"cell_sql_{cid}"] = cell.sql
     st.session_state[f"cell_chart_{cid}"] = cell.chart
+    state["axes"][cid] = {k: getattr(cell, k) for k in CHART_SETTINGS}
 
 
 def _move(cid: int, step: int) -> None:
@@ -161,19 +191,45 @@ def _delete(cid: int) -> None:
     _state()["cells"].remove(cid)
 
 
+def _kind(cid: int) -> str:
+    return str(_state()["kinds"].get(cid, "sql"))
+
+
+def _sync() -> None:
+    """Keep what the text and axis widgets of the last run hold (they are not drawn in
+    every run: a text cell's editor only while editing, the axes only beside a result)."""
+    state = _state()
+    for cid in state["cells"]:
+        if _kind(cid) == "markdown":
+            if f"cell_md_{cid}" in st.session_state:
+                state["texts"][cid] = str(st.session_state[f"cell_md_{cid}"])
+            continue
+        axes = state["axes"].setdefault(cid, {})
+        for setting in CHART_SETTINGS:
+            if f"cell_{setting}_{cid}" in st.session_state:
+                axes[setting] = st.session_state[f"cell_{setting}_{cid}"] or None
+
+
+def _cell(cid: int) -> Cell:
+    state = _state()
+    title = st.session_state.get(f"cell_title_{cid}", "")
+    if _kind(cid) == "markdown":
+        return Cell(title, state["texts"].get(cid, ""), kind="markdown")
+    axes = state["axes"].get(cid, {})
+    return Cell(
+        title,
+        st.session_state.get(f"cell_sql_{cid}", ""),
+        st.session_state.get(f"cell_chart_{cid}", "auto"),
+        **{k: axes.get(k) for k in CHART_SETTINGS},
+    )
+
+
 def _current() -> Notebook:
     state = _state()
     return Notebook(
         st.session_state.get("explore_title") or "Untitled notebook",
         state.get("description", ""),
-        [
-            Cell(
-                st.session_state.get(f"cell_title_{cid}", ""),
-                st.session_state.get(f"cell_sql_{cid}", ""),
-                st.session_state.get(f"cell_chart_{cid}", "auto"),
-            )
-            for cid in state["cells"]
-        ],
+        [_cell(cid) for cid in state["cells"]],
         list(state.get("params", [])),
     )
 
@@ -325,6 +381,8 @@ if wanted != state["name"] or not state.get("loaded"):
         loaded or Notebook("Untitled notebook", "", [Cell("Cell 1", FIRST_QUERY)]),
     )
 
+_sync()
+
 names = ["", *available]
 top = st.columns([3, 2, 1, 1])
 picked = top[0].selectbox(
@@ -350,9 +408,10 @@ if top[2].button("Save", key="explore_save", width="stretch"):
             st.session_state["explore_title"] = state["title"]
         current = _current()
         save_notebook(saved_dir, name, current)
-        for cell in current.cells:  # its stopped cells stay stopped under the new name
-            if (stop := _stopped().get(cell_key(cell.sql))) is not None:
-                mark_stopped(saved_dir, name, cell.sql, *stop)
+        for at, cell in enumerate(current.cells):  # its stopped cells stay stopped
+            ran = compose(current.cells, at).sql  # under the new name
+            if cell.kind == "sql" and (stop := _stopped().get(cell_key(ran))) is not None:
+                mark_stopped(saved_dir, name, ran, *stop)
         state["name"], state["title"] = name, current.title
         write_params({"notebook": name}, keep_others=True, owned=("notebook",))
         st.success(f"Saved; its link opens it: {literal('?notebook=' + name)}")
@@ -367,10 +426,8 @@ top[3].download_button(
 
 for problem in state.get("problems", []):
     st.error(literal(problem))
-specs = page_params(
-    state.get("params", []),
-    [st.session_state.get(f"cell_sql_{cid}", "") for cid in state["cells"]],
-)
+notebook = _current()
+specs = page_params(state.get("params", []), [c.sql for c in notebook.cells if c.kind == "sql"])
 values, bad = _parameters(specs)
 
 marks = load_marks(saved_dir, state["name"]) if state["name"] else {}
@@ -399,13 +456,10 @@ with schema_col:
 
 with cells_col:
     st.text_input("Title", key="explore_title")
+    count = len(state["cells"])
     for position, cid in enumerate(list(state["cells"])):
         with st.container(border=True):
             head = st.columns([4, 2, 1, 1, 1])
-            head[0].text_input("Cell title", key=f"cell_title_{cid}", label_visibility="collapsed")
-            head[1].selectbox(
-                "Chart", CHART_KINDS, key=f"cell_chart_{cid}", label_visibility="collapsed"
-            )
             head[2].button(
                 "↑",
                 key=f"cell_up_{cid}",
@@ -419,19 +473,57 @@ with cells_col:
                 key=f"cell_down_{cid}",
                 on_click=_move,
                 args=(cid, 1),
-                disabled=position == len(state["cells"]) - 1,
+                disabled=position == count - 1,
                 help="Move down",
             )
             head[4].button(
                 "✕", key=f"cell_delete_{cid}", on_click=_delete, args=(cid,), help="Delete the cell"
             )
+            if _kind(cid) == "markdown":
+                head[0].text_input(
+                    "Text cell title",
+                    key=f"cell_title_{cid}",
+                    label_visibility="collapsed",
+                    placeholder="A title (optional)",
+                )
+                if head[1].toggle("Edit", key=f"cell_edit_{cid}", help="Edit the text"):
+                    st.session_state.setdefault(f"cell_md_{cid}", state["texts"].get(cid, ""))
+                    state["texts"][cid] = st.text_area(
+                        "Text (Markdown)",
+                        key=f"cell_md_{cid}",
+                        height=140,
+                        label_visibility="collapsed",
+                        placeholder="Notes in Markdown: # headings, **bold**, lists, links",
+                    )
+                body = markdown_html(state["texts"].get(cid, ""))  # the one Markdown rendered
+                if body.strip():
+                    st.html(body)
+                else:
+                    st.caption("An empty text cell: turn on Edit and write some Markdown.")
+                continue
+            cell = notebook.cells[position]
+            head[0].text_input("Cell title", key=f"cell_title_{cid}", label_visibility="collapsed")
+            others = [c.title for at, c in enumerate(notebook.cells)
+                      if at != position and c.kind == "sql"]  # fmt: skip
+            st.caption(name_caption(cell.title, others))
             sql = st.text_area(
                 "SQL", key=f"cell_sql_{cid}", height=140, label_visibility="collapsed"
             )
+            settings_row = st.columns(4)
+            settings_row[0].selectbox("Chart", CHART_KINDS, key=f"cell_chart_{cid}")
             if not sql.strip():
                 st.caption("Write a query: one SELECT statement over the tables on the right.")
                 continue
-            names = sorted(referenced([sql]))
+            composed = compose(notebook.cells, position)
+            if composed.error is not None:
+                st.error(literal(composed.error))  # names cells: shown as written
+                continue
+            earlier = tuple(
+                name
+                for c in notebook.cells[:position]
+                if c.kind == "sql" and (name := cell_name(c.title))
+            )
+            names = sorted(referenced([composed.sql]))
             unusable = [n for n in names if n in bad]
             if unusable:
                 st.caption(f"Not run: set ${unusable[0]} above to a value it can use.")
@@ -439,7 +531,7 @@ with cells_col:
             bound = json.dumps(
                 encode_values({n: values[n] for n in names if n in values}), sort_keys=True
             )
-            key = cell_key(sql)
+            key = cell_key(composed.sql)
             mark = marks.get(key)
             stop = _stopped().get(key) or ((mark.line, mark.reason) if mark else None)
             run_button = stop is not None
@@ -453,27 +545,51 @@ with cells_col:
             result = _run(
                 str(snap.path),
                 snap.snapshot_id,
-                sql,
+                composed.sql,
                 settings["query_timeout_seconds"],
                 settings["query_row_limit"],
                 scope,
                 allowed is not None,
                 limits,
                 bound,
+                earlier,
+                composed.reads,
             )
             if result.stopped is not None:
-                _remember_stop(state["name"], sql, result)
+                _remember_stop(state["name"], composed.sql, result)
                 st.error(result.error)  # "stopped after 10 s ...": the executor's own line
                 if not run_button:
                     st.button("Run", key=f"cell_run_{cid}")
                 continue
             if stop is not None and not result.retry:
-                _forget_stop(state["name"], sql)
+                _forget_stop(state["name"], composed.sql)
             if result.error is not None:
                 st.error(literal(result.error))  # quotes the SQL: shown as written
                 continue
             frame = result.frame
             assert frame is not None
+            if cell.chart != "none":
+                numbers = [c for c, t in frame.schema.items() if t.is_numeric()]
+                for at, (setting, label, offered) in enumerate(
+                    [
+                        ("x", "x", frame.columns),
+                        ("y", "y", numbers),
+                        ("color", "Colour", frame.columns),
+                    ]
+                ):
+                    saved = getattr(cell, setting)
+                    options = axis_options(offered, saved)
+                    widget = f"cell_{setting}_{cid}"
+                    if st.session_state.get(widget) not in options:  # not drawn last run
+                        st.session_state[widget] = saved or AUTO
+                    settings_row[at + 1].selectbox(
+                        label,
+                        options,
+                        key=widget,
+                        format_func=lambda v, have=tuple(offered): (
+                            "auto" if v == AUTO else v if v in have else f"{v} (not usable here)"
+                        ),
+                    )
             more = (
                 " (cut at Explore's row limit, dashboard.query_row_limit: there are more; "
                 "aggregate or filter in the SQL)"
@@ -481,19 +597,26 @@ with cells_col:
                 else ""
             )
             st.caption(f"{frame.height:,} rows{more} in {result.seconds:.2f} s")
-            choice = choose_chart(frame, st.session_state[f"cell_chart_{cid}"])
+            choice = chart_for(frame, cell)
+            if choice.note:
+                st.caption(literal(choice.note))  # names a column: shown as written
             if choice.kind != "none" and choice.x and choice.y:
                 st.altair_chart(
                     charts.result_chart(frame, choice.kind, choice.x, choice.y, choice.color),
                     width="stretch",
                 )
-            title = st.session_state.get(f"cell_title_{cid}", "")  # the file is the cell's
-            named_as = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")[:60]
             show_table(frame, f"cell_{cid}", relabel=False, workspace=False,
-                       file_name=named_as or f"cell_{position + 1}")  # fmt: skip
-    st.button(
+                       file_name=cell_name(cell.title) or f"cell_{position + 1}")  # fmt: skip
+    adding = st.columns([1, 1, 3])
+    adding[0].button(
         "Add a cell",
         key="explore_add",
         on_click=_add,
         args=(Cell(f"Cell {len(state['cells']) + 1}", ""),),
+    )
+    adding[1].button(
+        "Add a text cell",
+        key="explore_add_text",
+        on_click=_add,
+        args=(Cell("", "", kind="markdown"),),
     )

@@ -13,8 +13,8 @@ and backfills are Dagster's; this module only says what a step is.
 Two ways to run the same steps:
 
 - ``workspace_partition``: the partitioned assets ``extract``, ``webhook_ingest``,
-  ``transform``, ``monitors`` and ``lake_publish``, one run per workspace (a backfill
-  launches many; the run queue caps them, one per workspace at a time);
+  ``transform``, ``monitors``, ``lake_publish`` and ``reports``, one run per workspace (a
+  backfill launches many; the run queue caps them, one per workspace at a time);
 - ``nightly_workspaces``: every runnable workspace in one run, fanned out
   (dynamic outputs), so the multiprocess executor works on up to
   ``max_concurrent`` workspaces at once, then ``workspace_rollup``. It records
@@ -46,7 +46,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 STEPS: dict[str, Step] = {s.name: s for s in load_steps(_ROOT / "pipelines" / "nightly.py")}
 
 #: What a workspace's night is, in order: the partitioned assets' steps.
-NIGHT = ("extract", "webhook_ingest", "transform", "monitors", "lake_publish")
+NIGHT = ("extract", "webhook_ingest", "transform", "monitors", "lake_publish", "reports")
 WORKSPACES = dg.DynamicPartitionsDefinition(name="workspaces")
 #: A failed step is tried twice more, 2 s then 4 s later (a rate limit's burst, a restart
 #: of the service, a lost connection); a workspace that still fails fails alone.
@@ -132,6 +132,15 @@ def lake_publish_counts(settings: Settings, workspace: str) -> dict[str, Any]:
             "commit_attempts": sum(t.attempts for t in result.tables)}  # fmt: skip
 
 
+def reports_counts(settings: Settings, workspace: str, run_id: str) -> dict[str, Any]:
+    """Make the workspace's due [[reports]] reports over what readers read (the lake, with
+    read.source = "lake"), write and send them, as `convo run`'s reports step does; a
+    failed report is recorded and alerted, never fails the asset."""
+    from convo_analytics.reports import run_reports
+
+    return run_reports(settings, run_id, workspaces=[workspace])
+
+
 #: The counts the rollup adds up, per time zone and day (mart_daily_conversations' columns).
 ROLLUP_COUNTS = ("conversations", "engaged_conversations", "resolved", "abandoned", "open",
                  "escalated_conversations", "contained_conversations", "leads_qualified",
@@ -214,6 +223,18 @@ def lake_publish(context: dg.AssetExecutionContext, convo: ConvoSettings) -> dg.
 
 
 @dg.asset(
+    name="reports",
+    partitions_def=WORKSPACES,
+    deps=["lake_publish"],
+    description=reports_counts.__doc__,
+    group_name=GROUP,
+)
+def reports(context: dg.AssetExecutionContext, convo: ConvoSettings) -> dg.MaterializeResult:
+    counts = reports_counts(convo.settings(), context.partition_key, context.run.run_id)
+    return dg.MaterializeResult(metadata={k: str(v) for k, v in counts.items()})
+
+
+@dg.asset(
     name="workspace_rollup",
     deps=["lake_publish"],
     description="Totals across every workspace, from each workspace's published marts.",
@@ -229,6 +250,7 @@ ASSETS = [
     _shard_asset("transform", "webhook_ingest"),
     _shard_asset("monitors", "transform"),
     lake_publish,
+    reports,
     workspace_rollup,
 ]
 workspace_partition = dg.define_asset_job(
@@ -287,13 +309,17 @@ def runnable_workspaces(context: dg.OpExecutionContext, convo: ConvoSettings) ->
 
 @dg.op(retry_policy=RETRY)
 def workspace_night(context: dg.OpExecutionContext, convo: ConvoSettings, workspace: str) -> str:
-    """One workspace's extract, webhook ingest, transform, monitors and lake publish, on its
-    shard (one step, so one process start per workspace; every part is safe to repeat, so a
-    retry redoes the whole night cheaply: the loads skip what they already hold)."""
+    """One workspace's extract, webhook ingest, transform, monitors, lake publish and reports,
+    on its shard (one step, so one process start per workspace; every part is safe to repeat,
+    so a retry redoes the whole night cheaply: the loads skip what they already hold, a
+    report sent is not sent again)."""
     settings = convo.settings()
     for step_name in NIGHT:
         if step_name == "lake_publish":
             counts = {k: str(v) for k, v in lake_publish_counts(settings, workspace).items()}
+        elif step_name == "reports":
+            counts = {k: str(v) for k, v in
+                      reports_counts(settings, workspace, context.run_id).items()}  # fmt: skip
         else:
             counts = _run_step(step_name, settings, workspace, context.run_id)
         context.log_event(dg.AssetMaterialization(asset_key=step_name, partition=workspace,

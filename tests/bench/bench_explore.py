@@ -8,8 +8,9 @@ missing), publishes a snapshot of it, and in a child process times:
 * an Explore cell's round trip (``notebooks.Executor.run`` with the default
   limits: the request to a warm query process, its database of the snapshot's
   views, the statement check, the query, the rows back as Arrow IPC into
-  polars) for each starter notebook's cells and an aggregate over every
-  message; the anchor is the same SQL on a plain read-only DuckDB connection
+  polars) for each starter notebook's SQL cells (a cell that reads an earlier
+  one as the statement it runs as, ``notebooks.compose``) and an aggregate over
+  every message; the anchor is the same SQL on a plain read-only DuckDB connection
   held open (DuckDB alone);
 * the Explore page rendered by AppTest with a starter notebook (cold caches);
 * Conversations: a search of words said, of an end user id and of a
@@ -65,7 +66,7 @@ def child_measure(db: str, published: str) -> None:
     from convo_analytics.dashboard._notebooks import STARTERS_DIR, load_notebook
     from convo_analytics.dashboard._queries import Filters, data_range
     from convo_analytics.dashboard._views import Slice
-    from convo_analytics.notebooks import Executor
+    from convo_analytics.notebooks import Executor, compose
     from convo_analytics.notebooks._guard import parameter_names
     from convo_analytics.publish import current_snapshot
 
@@ -73,7 +74,7 @@ def child_measure(db: str, published: str) -> None:
     snap = current_snapshot(Path(published))
     assert snap is not None
     plain = duckdb.connect(str(snap.path), read_only=True)
-    cells: dict[str, tuple[str, dict[str, Any]]] = {}
+    cells: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {}
     whole = data_range(plain)
     assert whole is not None
     every_channel = [r[0] for r in plain.execute(
@@ -82,12 +83,16 @@ def child_measure(db: str, published: str) -> None:
         notebook = load_notebook(Path("/nonexistent"), path.stem)
         assert notebook is not None
         # the page's values with the sidebar on the whole data and every channel
-        specs = page_params(notebook.params, [c.sql for c in notebook.cells])
+        specs = page_params(notebook.params, [c.sql for c in notebook.cells if c.kind == "sql"])
         values = {s.name: param_default(s, Filters(whole[0], whole[1])) for s in specs}
         values.update({"channel": every_channel} if "channel" in values else {})
-        for cell in notebook.cells:
-            cells[f"{path.stem}: {cell.title}"] = (cell.sql, values)
-    cells["every message by role and tier"] = (MESSAGES_SQL, {})
+        for at, cell in enumerate(notebook.cells):
+            if cell.kind != "sql":  # a markdown cell: prose, nothing to run
+                continue
+            composed = compose(notebook.cells, at)  # earlier cells it reads, as CTEs
+            assert composed.error is None, composed.error
+            cells[f"{path.stem}: {cell.title}"] = (composed.sql, values, composed.reads)
+    cells["every message by role and tier"] = (MESSAGES_SQL, {}, ())
     explore: dict[str, dict[str, float]] = {}
     executor = Executor()
     run_query = executor.run
@@ -96,13 +101,15 @@ def child_measure(db: str, published: str) -> None:
         bound = {name: values[name] for name in parameter_names(plain, sql)}
         return plain.execute(sql, bound).to_arrow_table()
 
-    for label, (sql, values) in cells.items():
-        result = run_query(snap.path, sql, timeout=60, params=values)
+    for label, (sql, values, reads) in cells.items():
+        result = run_query(snap.path, sql, timeout=60, params=values, cells=reads, reads=reads)
         if result.error:
             raise RuntimeError(f"{label}: {result.error}")
         explore[label] = {
             "round_trip": _median(
-                lambda sql=sql, values=values: run_query(snap.path, sql, timeout=60, params=values)
+                lambda sql=sql, values=values, reads=reads: run_query(
+                    snap.path, sql, timeout=60, params=values, cells=reads, reads=reads
+                )
             ),
             "duckdb_alone": _median(lambda sql=sql, values=values: alone(sql, values)),
             "rows": float(result.frame.height if result.frame is not None else 0),

@@ -50,6 +50,7 @@ MODULES = [
     "bench_topics",
     "bench_topic_page",
     "bench_monitors",
+    "bench_privacy",
 ]
 
 

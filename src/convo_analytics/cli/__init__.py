@@ -22,7 +22,9 @@ from convo_analytics.cli._dashboard_cmd import dashboard
 from convo_analytics.cli._export_cmd import export_app
 from convo_analytics.cli._extract_cmd import extract
 from convo_analytics.cli._monitors_cmd import monitors_app
+from convo_analytics.cli._notebook_cmd import notebook_app
 from convo_analytics.cli._publish_cmd import publish
+from convo_analytics.cli._reports_cmd import reports_app
 from convo_analytics.cli._run_cmd import run
 from convo_analytics.cli._sandbox_cmd import sandbox_app
 from convo_analytics.cli._serve_cmd import serve
@@ -53,6 +55,8 @@ app.command("transform")(transform)
 app.add_typer(export_app, name="export")
 app.add_typer(topics_app, name="topics")
 app.add_typer(monitors_app, name="monitors")
+app.add_typer(notebook_app, name="notebook")
+app.add_typer(reports_app, name="reports")
 app.command("serve")(serve)
 app.command("publish")(publish)
 app.command("dashboard")(dashboard)

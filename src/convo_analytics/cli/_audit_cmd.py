@@ -48,7 +48,9 @@ def command_line(ctx: typer.Context) -> str:
         value = ctx.params.get(name)
         opts = list(getattr(param, "opts", ()))
         flag = opts[0] if opts else name
-        if isinstance(value, bool):
+        if getattr(param, "param_type_name", "") == "argument":
+            parts += [str(v) for v in (value if isinstance(value, list | tuple) else [value])]
+        elif isinstance(value, bool):
             off = list(getattr(param, "secondary_opts", ()))
             parts.append(flag if value or not off else off[0])
         elif isinstance(value, list | tuple):

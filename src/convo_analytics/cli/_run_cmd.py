@@ -48,7 +48,8 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run the nightly pipeline: extract, webhook ingest, transform, exports, retention, publish.
+    """Run the nightly pipeline: extract, webhook ingest, transform, monitors, exports,
+    retention, publish, then the due scheduled reports.
 
     Prints one summary line on stdout (one JSON object with --json); the step
     logs go to stderr with --verbose, and to run.log_file when it is set.

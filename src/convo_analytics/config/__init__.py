@@ -37,6 +37,13 @@ from convo_analytics.config._monitor_tables import (
     MonitorSpec,
     monitor_problems,
 )
+from convo_analytics.config._report_tables import (
+    REPORT_CHANNELS,
+    REPORT_NAME,
+    WEEKDAYS,
+    ReportSpec,
+    report_problems,
+)
 from convo_analytics.config._secret import MASK, Secret
 from convo_analytics.config._settings import Resolved, Settings
 from convo_analytics.config._sources import (
@@ -67,7 +74,10 @@ __all__ = [
     "MASK",
     "MONITOR_NAME",
     "REGISTRY",
+    "REPORT_CHANNELS",
+    "REPORT_NAME",
     "SETTINGS",
+    "WEEKDAYS",
     "ApiKeyAuth",
     "ConfigError",
     "ConfigLocation",
@@ -76,6 +86,7 @@ __all__ = [
     "MonitorSpec",
     "OAuthAuth",
     "Registry",
+    "ReportSpec",
     "Resolved",
     "Secret",
     "Section",
@@ -90,6 +101,7 @@ __all__ = [
     "load_workspaces",
     "masked_url",
     "monitor_problems",
+    "report_problems",
     "select_workspaces",
     "serve_tokens",
     "setting",

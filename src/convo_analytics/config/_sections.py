@@ -32,8 +32,10 @@ __all__ = [
     "LakeSettings",
     "MonitoringSettings",
     "NotifySettings",
+    "PrivacySettings",
     "PublishSettings",
     "ReadSettings",
+    "ReportingSettings",
     "RunSettings",
     "SandboxSettings",
     "ServeSettings",
@@ -260,6 +262,49 @@ class AuthSettings(Section):
         "File (mode 0600) where `convo auth login` keeps each OAuth "
         "workspace's tokens; runs refresh them in place under a lock.",
         env="CONVO_TOKEN_STORE",
+    )
+
+
+class PrivacySettings(Section):
+    """Personal data in what is stored (issue 30; convo_analytics.privacy, D-PRIVACY-SCRUB):
+    how it is scrubbed, and the key of its keyed hashes."""
+
+    scrub: Str = setting(
+        "mask",
+        "How personal data (emails, phone numbers, card numbers, IBANs, IP addresses, "
+        "extra_patterns) is scrubbed: mask ([email]), hash ([email:<keyed hash>]: equal "
+        "values stay joinable) or off. A workspace's privacy_scrub in [[workspaces]] wins.",
+        pattern=r"off|mask|hash",
+        pattern_help="off, mask or hash",
+    )
+    default_region: Str = setting(
+        "US",
+        "Region (ISO 3166-1 alpha-2) national phone numbers, written without a country "
+        "code, are read in; empty: only numbers written with one are found.",
+        pattern=r"[A-Za-z]{2}|",
+        pattern_help="a two-letter region code such as US, GB, DE, or empty",
+    )
+    extra_patterns: List = setting(
+        (),
+        "More personal data to scrub, as NAME=REGEX entries (masked as [NAME]); a pattern "
+        "with nested unbounded repetition or one matching empty text is refused. Write them "
+        "in convo.toml: a variable is split at commas.",
+        pattern=r"[a-z][a-z0-9_]{0,31}=.+",
+        pattern_help="NAME=REGEX entries, NAME of lowercase letters, digits and _",
+    )
+    key: SecretText = setting(
+        None,
+        "Key of the keyed hashes (HMAC-SHA256; each workspace's derived from it), at least "
+        "16 characters. Unset: a key generated once into generated_key_file. Secret: "
+        "environment or file only.",
+    )
+    key_file: PathOrNone = setting(
+        None, "File whose content (trailing whitespace stripped) is privacy.key."
+    )
+    generated_key_file: PathOrNone = setting(
+        "data/app-state/privacy.key",
+        "Where the key is generated (mode 0600) and kept when privacy.key is unset; back it "
+        "up with the data: without it, new hashes no longer match stored ones.",
     )
 
 
@@ -748,6 +793,39 @@ class MonitoringSettings(Section):
         "The dashboard's address, for the links in alerts (the slice and day of a change).",
         pattern=r"https?://\S+",
         pattern_help="an http:// or https:// URL",
+    )
+
+
+class ReportingSettings(Section):
+    """Scheduled reports (issue 29): whether ``convo run`` makes them, where their files go,
+    where each report run is recorded, and what a delivery may carry. The reports themselves
+    are ``[[reports]]`` tables (docs/configuration.md, "Reports"); ``[reports]`` cannot be
+    this section's name, since TOML cannot have both a table and an array of tables."""
+
+    enabled: Bool = setting(
+        True, "Make the due [[reports]] after publishing in `convo run` (the reports step)."
+    )
+    out_dir: PathOrNone = setting(
+        "data/reports",
+        "Where reports are written: OUT_DIR/REPORT/WORKSPACE/PERIOD/ holds a report's HTML "
+        "and a CSV per SQL cell.",
+    )
+    log: PathOrNone = setting(
+        "data/app-state/reports.jsonl",
+        "The record of every report run (JSON lines, append-only, with a lock file beside "
+        "it): ok or failed, its period, files and failures; what makes a report due.",
+    )
+    attach_csvs: Bool = setting(
+        True,
+        "Attach each SQL cell's CSV beside the HTML (email, and the signed webhook's body) "
+        "while the attachments stay within reporting.max_attachment_mb.",
+    )
+    max_attachment_mb: Float = setting(
+        10.0,
+        "The most a delivery's attachments may weigh together: the CSVs are left out first, "
+        "then the HTML (the message then names the folder that holds them).",
+        ge=0.0,
+        le=100.0,
     )
 
 

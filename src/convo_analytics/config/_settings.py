@@ -27,6 +27,7 @@ from convo_analytics.config._model import (
     describe,
 )
 from convo_analytics.config._monitor_tables import MonitorSpec
+from convo_analytics.config._report_tables import ReportSpec
 from convo_analytics.config._secret import MASK, Secret
 from convo_analytics.config._sections import (
     AuditSettings,
@@ -37,8 +38,10 @@ from convo_analytics.config._sections import (
     LakeSettings,
     MonitoringSettings,
     NotifySettings,
+    PrivacySettings,
     PublishSettings,
     ReadSettings,
+    ReportingSettings,
     RunSettings,
     SandboxSettings,
     ServeSettings,
@@ -86,6 +89,7 @@ class Settings(SourcedSettings):
     warehouse: WarehouseSettings = Field(default_factory=WarehouseSettings)
     extract: ExtractSettings = Field(default_factory=ExtractSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     transform: TransformSettings = Field(default_factory=TransformSettings)
     topics: TopicsSettings = Field(default_factory=TopicsSettings)
@@ -98,11 +102,14 @@ class Settings(SourcedSettings):
     run: RunSettings = Field(default_factory=RunSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
+    reporting: ReportingSettings = Field(default_factory=ReportingSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     #: ``[[workspaces]]``: one table a workspace (none: the flat settings are one workspace).
     workspaces: tuple[WorkspaceSpec, ...] = Field((), json_schema_extra={"tables": True})
     #: ``[[monitors]]``: one table a monitor (those made in the dashboard live in its store).
     monitors: tuple[MonitorSpec, ...] = Field((), json_schema_extra={"tables": True})
+    #: ``[[reports]]``: one table a scheduled report (a notebook run and sent).
+    reports: tuple[ReportSpec, ...] = Field((), json_schema_extra={"tables": True})
     #: ``[extract.streams.NAME]`` and ``[extract.fields]``: the service's endpoints as data.
     endpoints: SourceSpec = Field(
         default_factory=lambda: SourceSpec.model_validate({}), json_schema_extra={"tables": True}

@@ -42,6 +42,7 @@ from convo_analytics.config._model import (
     describe,
 )
 from convo_analytics.config._monitor_tables import monitor_problems
+from convo_analytics.config._report_tables import report_problems
 from convo_analytics.config._settings import Settings
 from convo_analytics.config._urls import masked_url, url_secret
 from convo_analytics.config._workspace_tables import workspace_problems
@@ -201,8 +202,9 @@ class EnvSource(_Layer):
 
 class TomlSource(_Layer):
     """convo.toml, read strictly (an integer is written as one), with the line of each value;
-    relative paths are the file's folder's. ``[[workspaces]]`` and ``[[monitors]]`` are
-    checked here (one line a problem) and given to the model's fields of those names;
+    relative paths are the file's folder's. ``[[workspaces]]``, ``[[monitors]]`` and
+    ``[[reports]]`` are checked here (one line a problem) and given to the model's fields of
+    those names;
     ``[extract.streams.NAME]`` and ``[extract.fields]`` are kept in ``tables`` for the
     extractor's source model."""
 
@@ -214,6 +216,7 @@ class TomlSource(_Layer):
         self.tables: dict[str, dict[str, Any]] = {}
         self.workspaces: list[Any] = []
         self.monitors: list[Any] = []
+        self.reports: list[Any] = []
         self.path = location.path if location else None
         self.text = _read_text(location.path) if location else ""
         if location is None:
@@ -224,6 +227,13 @@ class TomlSource(_Layer):
                 self.workspaces = self._array(section, table, workspace_problems)
             elif section == "monitors" and isinstance(table, list):
                 self.monitors = self._array(section, table, monitor_problems)
+            elif section == "reports" and isinstance(table, list):
+                self.reports = self._array(section, table, report_problems)
+            elif section == "reports":
+                raise ConfigError(
+                    f"{self.where(None, section)}: reports are an array of tables: write "
+                    "[[reports]] for each report (the reports' settings go in [reporting])"
+                )
             elif section not in self.registry.sections:
                 raise ConfigError(self._unknown_section(section))
             elif not isinstance(table, dict):
@@ -240,7 +250,8 @@ class TomlSource(_Layer):
         self.check()
 
     def __call__(self) -> dict[str, Any]:
-        arrays = {"workspaces": self.workspaces, "monitors": self.monitors}
+        arrays = {"workspaces": self.workspaces, "monitors": self.monitors,
+                  "reports": self.reports}  # fmt: skip
         return {**self.data, **{name: specs for name, specs in arrays.items() if specs}}
 
     def _array(
@@ -249,8 +260,8 @@ class TomlSource(_Layer):
         raw: list[Any],
         validate: Callable[[list[Any]], tuple[list[Any], list[str]]],
     ) -> list[Any]:
-        """An array of tables (``[[workspaces]]``, ``[[monitors]]``) validated by its own model,
-        each problem on one line with the line of its table's header."""
+        """An array of tables (``[[workspaces]]``, ``[[monitors]]``, ``[[reports]]``) validated
+        by its own model, each problem on one line with the line of its table's header."""
         specs, problems = validate(raw)
         if problems:
             # each [[section]] header's line: problem "#N" is the N-th table's

@@ -78,6 +78,8 @@ class WorkspaceSpec(_Spec):
     #: Tokens of `convo serve` clients that may read this workspace (read by serve only).
     serve_tokens_env: str | None = None
     serve_tokens_file: Path | None = None
+    #: Its own ``privacy.scrub`` (read by convo_analytics.privacy.privacy_config).
+    privacy_scrub: Literal["off", "mask", "hash"] | None = None
 
     @field_validator("base_url")
     @classmethod

@@ -1,6 +1,7 @@
-"""Explore's page logic that needs no Streamlit: the chart a result gets, user text made
-safe to show in a message, and a notebook's parameter values (from the URL, the sidebar
-and the header's defaults; decision D-NOTEBOOK-PARAMS).
+"""Explore's page logic that needs no Streamlit: the chart a result gets and the choices its
+axes offer, user text made safe to show in a message, the caption naming a cell for later
+cells (decision D-NOTEBOOK-CELLS), and a notebook's parameter values (from the URL, the
+sidebar and the header's defaults; decision D-NOTEBOOK-PARAMS).
 
 Queries do not run here: the notebooks package's executor runs each one in a
 query process it can stop (decisions D-EXPLORE-SAFETY, D-EXPLORE-EXECUTOR).
@@ -9,7 +10,7 @@ query process it can stop (decisions D-EXPLORE-SAFETY, D-EXPLORE-EXECUTOR).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
@@ -22,19 +23,23 @@ from convo_analytics.notebooks import (
     ChartKind,
     ParamError,
     ParamSpec,
+    cell_name,
     chart_for,
     choose_chart,
     convert,
 )
 
 __all__ = [
+    "AUTO",
     "CHART_KINDS",
     "URL_PREFIX",
     "ChartChoice",
     "ChartKind",
+    "axis_options",
     "chart_for",
     "choose_chart",
     "literal",
+    "name_caption",
     "page_params",
     "param_default",
     "referenced",
@@ -52,6 +57,37 @@ def literal(text: str) -> str:
     cell's title or a query's error (which quotes the SQL) gives no link, image, HTML,
     heading, colour or formula (``_text.plain``, uncut)."""
     return plain(text, None)
+
+
+#: The axis choice "auto" (the column the result's types give): no DuckDB column is called "".
+AUTO = ""
+
+
+def axis_options(columns: Sequence[str], saved: str | None) -> list[str]:
+    """What a chart axis offers: auto, the result's ``columns``, and the ``saved`` column
+    when the result has no such column (kept until the author picks another, so a run that
+    lost the column does not erase the setting; the chart's note says it is unused)."""
+    options = [AUTO, *columns]
+    if saved and saved not in columns:
+        options.append(saved)
+    return options
+
+
+def name_caption(title: str, others: Iterable[str] = ()) -> str:
+    """The caption under a SQL cell's title: the name later cells read its result by (a
+    code span: the name is lower-case letters, digits and ``_`` only), or why they cannot;
+    ``others``: the titles of the notebook's other SQL cells (a shared name is ambiguous)."""
+    name = cell_name(title)
+    if not name:
+        return "Later cells cannot read this result: give the cell a title with a letter or digit."
+    shown = literal(name)
+    shown = f"`{shown}`" if shown == name else shown
+    text = f"Later cells read this result as {shown}."
+    if any(cell_name(other) == name for other in others):
+        text += (
+            " Another cell has the same name: retitle one, so a later cell reads the one it means."
+        )
+    return text
 
 
 def referenced(sqls: Iterable[str]) -> set[str]:

@@ -60,27 +60,38 @@ if TYPE_CHECKING:
         StopReason,
         describe_size,
     )
+    from convo_analytics.notebooks._headless import (
+        CellRun,
+        NotebookRun,
+        parse_param_args,
+        run_notebook,
+    )
     from convo_analytics.notebooks._markdown import markdown_html
+    from convo_analytics.notebooks._report import HTML_ROWS, ReportFiles, write_report
 
 __all__ = [
     "BUILTINS",
     "CHART_KINDS",
     "CHART_SETTINGS",
+    "HTML_ROWS",
     "PARAM_TYPES",
     "STARTERS_DIR",
     "TABLE_FUNCTIONS",
     "Cell",
     "CellKind",
+    "CellRun",
     "ChartChoice",
     "ChartKind",
     "Composed",
     "Executor",
     "Limits",
     "Notebook",
+    "NotebookRun",
     "ParamError",
     "ParamSpec",
     "ParamType",
     "QueryResult",
+    "ReportFiles",
     "StopMark",
     "StopReason",
     "cell_key",
@@ -99,12 +110,16 @@ __all__ = [
     "markdown_html",
     "notebook_name",
     "parse_notebook",
+    "parse_param_args",
     "render_notebook",
+    "run_notebook",
     "save_notebook",
+    "write_report",
 ]
 
 #: Imported on first use: the query process imports this package and needs none of them
-#: (the executor and the chart load polars, the markdown renderer markdown-it).
+#: (the executor, the chart, headless runs and reports load polars, the markdown renderer
+#: markdown-it).
 _LAZY = {
     "Executor": "_executor",
     "Limits": "_executor",
@@ -115,6 +130,13 @@ _LAZY = {
     "chart_for": "_chart",
     "choose_chart": "_chart",
     "markdown_html": "_markdown",
+    "CellRun": "_headless",
+    "NotebookRun": "_headless",
+    "parse_param_args": "_headless",
+    "run_notebook": "_headless",
+    "HTML_ROWS": "_report",
+    "ReportFiles": "_report",
+    "write_report": "_report",
 }
 
 

@@ -79,6 +79,15 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _body(sql: str) -> str:
+    """A cell's query as a CTE's or a subquery's body: without the ``;`` an author may end
+    it with (``SELECT 1;`` inside ``( )`` is a syntax error)."""
+    text = sql.strip()
+    while text.endswith(";"):  # bounded: each pass removes a character
+        text = text[:-1].rstrip()
+    return text
+
+
 def compose(cells: Sequence[Cell], index: int) -> Composed:
     """The statement cell ``index`` runs as: its own query, or its query over the earlier
     cells it names as CTEs (see the module docstring)."""
@@ -112,9 +121,9 @@ def compose(cells: Sequence[Cell], index: int) -> Composed:
         return Composed(cell.sql)
     order = sorted(needed)
     ctes = ",\n".join(
-        f"{_quoted(cell_name(cells[at].title))} AS (\n{cells[at].sql}\n)" for at in order
+        f"{_quoted(cell_name(cells[at].title))} AS (\n{_body(cells[at].sql)}\n)" for at in order
     )
     return Composed(
-        f"WITH {ctes}\nSELECT * FROM (\n{cell.sql}\n)",
+        f"WITH {ctes}\nSELECT * FROM (\n{_body(cell.sql)}\n)",
         tuple(cell_name(cells[at].title) for at in order),
     )

@@ -39,7 +39,9 @@ def list_notebooks(saved_dir: Path) -> dict[str, str]:
         for path in sorted(folder.glob("*.sql")) if folder.is_dir() else ():
             name = notebook_name(path.stem)
             if name and name not in found:
-                found[name] = parse_notebook(path.read_text(encoding="utf-8")).title
+                found[name] = parse_notebook(
+                    path.read_text(encoding="utf-8", errors="replace")
+                ).title
     return found
 
 
@@ -50,7 +52,7 @@ def load_notebook(saved_dir: Path, name: str) -> Notebook | None:
     for folder in _folders(saved_dir):
         path = folder / f"{name}.sql"
         if path.is_file():
-            return parse_notebook(path.read_text(encoding="utf-8"))
+            return parse_notebook(path.read_text(encoding="utf-8", errors="replace"))
     return None
 
 

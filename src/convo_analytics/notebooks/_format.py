@@ -176,6 +176,16 @@ def _chart_line(cell: Cell) -> str | None:
     return " ".join([f"-- chart: {cell.chart}", *(f"{k}={_column(v)}" for k, v in settings)])
 
 
+def _commented(line: str) -> str:
+    """A markdown cell's line as a comment, as written (trailing spaces are a Markdown line
+    break); a line that would read as a cell marker gets a backslash before its ``%%``
+    (Markdown shows ``\\%`` as ``%``)."""
+    if line.lstrip().startswith("%%"):
+        at = len(line) - len(line.lstrip())
+        line = line[:at] + "\\" + line[at:]
+    return f"-- {line}" if line else "--"
+
+
 def _declare(text: str, params: list[ParamSpec], problems: list[str]) -> None:
     try:
         spec = parse_param(text)
@@ -211,7 +221,7 @@ def render_notebook(notebook: Notebook) -> str:
         title = " ".join(cell.title.split())
         if cell.kind == "markdown":
             lines += ["", f"-- %% [markdown] {title}".rstrip()]
-            lines += [f"-- {ln}".rstrip() for ln in cell.sql.strip("\n").splitlines()]
+            lines += [_commented(ln) for ln in cell.sql.strip("\n").splitlines()]
             continue
         lines += ["", f"-- %% {title or 'Cell'}"]
         if (chart := _chart_line(cell)) is not None:

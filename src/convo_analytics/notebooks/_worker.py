@@ -220,6 +220,7 @@ class _Worker:
             bound = decode_values(given, used)
             limit = int(request["row_limit"])
             relation = con.sql(request["sql"], params=bound) if bound else con.sql(request["sql"])
+            relation = _readable(relation)
             table = relation.limit(limit + 1).to_arrow_table()
             truncated = table.num_rows > limit
             table = table.slice(0, limit)
@@ -249,6 +250,20 @@ class _Worker:
         finally:
             if failed:  # a query's error may leave the database in any state: a fresh one next
                 self.forget()
+
+
+def _readable(relation: Any) -> Any:
+    """``relation`` with each column holding an INTERVAL (alone, in a list or a struct)
+    as its text: Arrow's month-day-nano interval is a type polars cannot read (it panics),
+    and ``1 day 02:00:00`` is what a person reads anyway."""
+    types = [str(t) for t in relation.types]
+    if not any("INTERVAL" in t for t in types):
+        return relation
+    columns = []
+    for name, kind in zip(relation.columns, types, strict=True):
+        quoted = '"' + str(name).replace('"', '""') + '"'
+        columns.append(f"CAST({quoted} AS VARCHAR) AS {quoted}" if "INTERVAL" in kind else quoted)
+    return relation.select(", ".join(columns))
 
 
 def _memory_kind(text: str) -> str:

@@ -29,12 +29,13 @@ from convo_analytics.notify._deliver import (
 )
 from convo_analytics.notify._email import EmailChannel, email_message
 from convo_analytics.notify._log import Delivery
-from convo_analytics.notify._message import Notification, notification_key
+from convo_analytics.notify._message import Attachment, Notification, notification_key
 from convo_analytics.notify._slack import SlackChannel, mrkdwn, slack_body
 from convo_analytics.notify._webhook import WebhookChannel, sign_body
 
 __all__ = [
     "HOLD_ENV",
+    "Attachment",
     "Channel",
     "CommandChannel",
     "Delivery",

@@ -14,14 +14,15 @@ from __future__ import annotations
 import email.utils
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Protocol
 
 import httpx
 
 from convo_analytics.config import Secret
-from convo_analytics.notify._message import Notification
+from convo_analytics.notify._message import Attachment, Notification
 
-__all__ = ["Channel", "DeliveryError", "is_permanent_status", "post_json"]
+__all__ = ["Channel", "DeliveryError", "attachment_bytes", "is_permanent_status", "post_json"]
 
 USER_AGENT = "convo-analytics-notify/1"
 #: The longest Retry-After we honour (longer: the delivery waits for the next call).
@@ -62,6 +63,19 @@ class Channel(Protocol):
         notification on this channel, counted across runs); the status, or
         :class:`DeliveryError`."""
         ...
+
+
+def attachment_bytes(attachment: Attachment) -> bytes:
+    """The file's content, read now; a permanent DeliveryError when it is gone or unreadable
+    (no retry brings back a file; the message names the file, not its folder)."""
+    try:
+        return Path(attachment.path).read_bytes()
+    except OSError as exc:
+        raise DeliveryError(
+            f"the attachment {attachment.filename} cannot be read "
+            f"({exc.strerror or type(exc).__name__}); it was moved or removed",
+            permanent=True,
+        ) from None
 
 
 def is_permanent_status(status: int) -> bool:

@@ -12,7 +12,10 @@ piece of user text is HTML-escaped. The subject is one line: carriage returns,
 line feeds and every other control character become spaces, so no header can
 be injected through it. ``Message-ID`` is made of the idempotency key (a mail
 system that dedupes by it drops a repeat) and ``X-Convo-Idempotency-Key``
-carries the key itself.
+carries the key itself. A notification's attachments (a scheduled report's
+HTML and CSVs) are read when the message is built and attached with their
+names and types; its own ``recipients``, when it names any, replace
+``notify.email_to``.
 
 An SMTP 5xx answer is permanent; a 4xx, a dropped connection or a TLS failure
 is retried. Errors carry the server's code and never the password.
@@ -30,7 +33,7 @@ from email.utils import formatdate
 from typing import Any
 
 from convo_analytics.config import Secret
-from convo_analytics.notify._channel import DeliveryError
+from convo_analytics.notify._channel import DeliveryError, attachment_bytes
 from convo_analytics.notify._message import Notification, one_line
 
 __all__ = ["TLS_MODES", "EmailChannel", "default_port", "email_message"]
@@ -51,7 +54,8 @@ def _value(value: Any) -> str:
 
 
 def email_message(n: Notification, sender: str, recipients: tuple[str, ...]) -> EmailMessage:
-    """The message: the subject as one line, a plain-text part, an escaped HTML part."""
+    """The message: the subject as one line, a plain-text part, an escaped HTML part, and
+    the notification's attachments (DeliveryError, permanent, when one cannot be read)."""
     msg = EmailMessage(policy=SMTP_POLICY)
     msg["Subject"] = one_line(n.subject, 200) or n.kind
     msg["From"] = sender
@@ -74,6 +78,11 @@ def email_message(n: Notification, sender: str, recipients: tuple[str, ...]) -> 
         "</body></html>"
     )
     msg.add_alternative(page, subtype="html", charset="utf-8")
+    for attachment in n.attachments:  # the body becomes the first part of multipart/mixed
+        main, _, sub = attachment.content_type.partition("/")
+        msg.add_attachment(attachment_bytes(attachment), maintype=main or "application",
+                           subtype=sub or "octet-stream",
+                           filename=one_line(attachment.filename, 200))  # fmt: skip
     return msg
 
 
@@ -119,7 +128,8 @@ class EmailChannel:
     name: str = "email"
 
     def send(self, notification: Notification, attempt: int, timeout: float) -> int | None:
-        msg = email_message(notification, self.sender, self.recipients)
+        recipients = notification.recipients or self.recipients
+        msg = email_message(notification, self.sender, recipients)
         context = ssl.create_default_context()
         try:
             client: smtplib.SMTP
@@ -132,7 +142,7 @@ class EmailChannel:
                     client.starttls(context=context)  # raises when not offered: no downgrade
                 if self.user and self.password is not None:
                     client.login(self.user, self.password.reveal())
-                client.send_message(msg, self.sender, list(self.recipients))
+                client.send_message(msg, self.sender, list(recipients))
         except smtplib.SMTPException as exc:
             raise _smtp_error(exc, self.password) from None
         except ssl.SSLError as exc:

@@ -9,18 +9,25 @@ one channel, and receivers can drop a repeat they see (D-NOTIFY-CHANNELS).
 
 User text (an error message, later a topic's name) is kept as it is here and
 escaped by each channel for its medium, never before.
+
+A notification may carry files (a scheduled report's HTML and CSVs):
+:class:`Attachment` names a file by its path, and each channel that carries
+files (email, the signed webhook) reads it when it sends, so the delivery log
+holds the names, never the bytes. It may also name its own email
+``recipients`` (a report's readers), which the email channel uses instead of
+``notify.email_to``; every retry, by whichever run, goes to the same people.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Notification", "notification_key", "one_line"]
+__all__ = ["Attachment", "Notification", "notification_key", "one_line"]
 
 #: Control characters (CR and LF among them) and the Unicode line and paragraph separators.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
@@ -45,6 +52,23 @@ def _now() -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file a notification carries: read from ``path`` at send time, sent as ``filename``
+    with ``content_type`` (``text/html``, ``text/csv``)."""
+
+    path: str
+    filename: str
+    content_type: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"path": self.path, "filename": self.filename, "contentType": self.content_type}
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> Attachment:
+        return cls(str(row["path"]), str(row["filename"]), str(row["contentType"]))
+
+
+@dataclass(frozen=True, slots=True)
 class Notification:
     """What to tell; :meth:`create` builds one with its key from the fact it is about."""
 
@@ -64,6 +88,10 @@ class Notification:
     env: Mapping[str, str] = field(default_factory=dict)
     #: When the fact was recorded (ISO 8601 UTC): the webhook's X-Convo-Timestamp.
     created_at: str = ""
+    #: Files the email and the signed webhook carry (read when sent; Slack gets the text).
+    attachments: tuple[Attachment, ...] = ()
+    #: Who the email goes to instead of ``notify.email_to`` (empty: the channel's own).
+    recipients: tuple[str, ...] = ()
 
     @classmethod
     def create(
@@ -76,6 +104,8 @@ class Notification:
         text: str,
         fields: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
+        attachments: Sequence[Attachment] = (),
+        recipients: Sequence[str] = (),
     ) -> Notification:
         return cls(
             kind=kind,
@@ -86,6 +116,8 @@ class Notification:
             fields=dict(fields or {}),
             env=dict(env or {}),
             created_at=_now(),
+            attachments=tuple(attachments),
+            recipients=tuple(recipients),
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -99,6 +131,8 @@ class Notification:
             "details": dict(self.details),
             "env": dict(self.env),
             "created_at": self.created_at,
+            "attachments": [a.as_json() for a in self.attachments],
+            "recipients": list(self.recipients),
         }
 
     @classmethod
@@ -108,6 +142,9 @@ class Notification:
         details = row.get("details") or {}
         if not all(isinstance(x, dict) for x in (fields, env, details)):
             raise TypeError("fields, details and env are objects")
+        attachments, recipients = row.get("attachments") or [], row.get("recipients") or []
+        if not all(isinstance(x, list) for x in (attachments, recipients)):
+            raise TypeError("attachments and recipients are lists")
         return cls(
             kind=str(row["kind"]),
             subject=str(row["subject"]),
@@ -118,4 +155,6 @@ class Notification:
             details=details,
             env={str(k): str(v) for k, v in env.items()},
             created_at=str(row.get("created_at") or ""),
+            attachments=tuple(Attachment.from_json(a) for a in attachments),
+            recipients=tuple(str(r) for r in recipients),
         )

@@ -25,14 +25,17 @@ the names are the sandbox's delivery headers, D-WEBHOOK-HEADERS):
 
 The body: ``{"event", "timestamp", "idempotencyKey", "source", "subject", "text",
 "data"}`` (``data``: the notification's fields and details), shaped like the interface's event
-envelope. The run's alert URL of old (``run.alert_webhook_url``) keeps its flat
-body, ``{"runId", "status", "failedStep", "error", "warnings", "text"}``, with
-``kind``, ``subject`` and ``idempotencyKey`` added, and is signed the same way
-when a signing secret is set.
+envelope. A notification's attachments (a scheduled report's HTML and CSVs) are in
+``data.attachments``, each ``{"filename", "contentType", "size", "sha256", "base64"}``
+(the file read when sent, inside the signed body). The run's alert URL of old
+(``run.alert_webhook_url``) keeps its flat body, ``{"runId", "status", "failedStep",
+"error", "warnings", "text"}``, with ``kind``, ``subject`` and ``idempotencyKey``
+added, and is signed the same way when a signing secret is set.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 from dataclasses import dataclass
@@ -48,8 +51,8 @@ from convo_analytics.contract import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
 )
-from convo_analytics.notify._channel import post_json
-from convo_analytics.notify._message import Notification
+from convo_analytics.notify._channel import attachment_bytes, post_json
+from convo_analytics.notify._message import Attachment, Notification
 
 __all__ = ["ATTEMPT_HEADER", "WebhookChannel", "delivery_id", "sign_body"]
 
@@ -66,6 +69,17 @@ def sign_body(secret: Secret, body: bytes) -> str:
 def delivery_id(key: str, channel: str) -> str:
     """One notification on one channel: stable across attempts and runs."""
     return "dlv_" + hashlib.sha256(f"{key}\x1f{channel}".encode()).hexdigest()[:16]
+
+
+def _attached(attachment: Attachment) -> dict[str, Any]:
+    data = attachment_bytes(attachment)
+    return {
+        "filename": attachment.filename,
+        "contentType": attachment.content_type,
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "base64": base64.b64encode(data).decode("ascii"),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +108,8 @@ class WebhookChannel:
                 "text": n.text,
                 "data": {**n.fields, **n.details},
             }
+            if n.attachments:
+                doc["data"]["attachments"] = [_attached(a) for a in n.attachments]
         return orjson.dumps(doc)
 
     def headers(self, n: Notification, body: bytes, attempt: int) -> dict[str, str]:
