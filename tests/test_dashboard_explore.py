@@ -437,3 +437,63 @@ def test_the_lead_funnel_starter_explains_itself_and_builds_on_its_first_cell(
         steps.set_index("source").loc[s, "started"] for s in rates["source"]]  # fmt: skip
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)  # its saved settings
     assert spec["encoding"]["x"]["field"] == "source" and spec["mark"]["type"] == "bar"
+
+
+# -- the audit trail (issue 30): who read what ---------------------------------------------------
+
+
+def _audit_records(log: Path, action: str) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [r for r in lines if r["action"] == action]
+
+
+def test_each_query_a_session_reads_is_audited_once_with_its_text_and_rows(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Three cells shown: three explore.query records (the statement each ran, its rows, the
+    session); the page run again shows them from the cache: no new record."""
+    log = tmp_path / "audit" / "audit.jsonl"
+    monkeypatch.setenv("CONVO_AUDIT_FILE", str(log))
+    _notebook(tmp_path, "chained", CHAINED)
+    at = _explore(published, monkeypatch, tmp_path, notebook="chained")
+    assert not at.error, [e.value for e in at.error]
+    records = _audit_records(log, "explore.query")
+    shown = [len(d.value) for d in at.dataframe]
+    assert [r["rows"] for r in records] == shown and len(shown) == 3
+    assert records[0]["what"].startswith("SELECT channel, count(*)")
+    assert "per_channel" in records[1]["what"] and records[1]["who"].startswith("session:")
+    assert {r["detail"]["notebook"] for r in records} == {"chained"}
+    at.run()
+    assert not at.exception
+    assert len(_audit_records(log, "explore.query")) == 3
+
+
+def test_a_query_whose_audit_record_cannot_be_written_shows_no_rows(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the log's folder should be")
+    monkeypatch.setenv("CONVO_AUDIT_FILE", str(blocker / "audit.jsonl"))
+    _notebook(tmp_path, "chained", CHAINED)
+    at = _explore(published, monkeypatch, tmp_path, notebook="chained")
+    errors = [e.value for e in at.error]
+    assert len(errors) == 3 and all("audit record cannot be written" in e for e in errors)
+    assert len(at.dataframe) == 0
+
+
+def test_a_download_is_audited_when_its_bytes_are_made(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The button's data is a callable: nothing is recorded until a click makes the bytes;
+    then one dashboard.download record with the file's name and rows."""
+    from convo_analytics.dashboard._audit import audited_download
+
+    log = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("CONVO_AUDIT_FILE", str(log))
+    data = audited_download(lambda: b"a,b\n1,2\n", "cells.csv", 1, "ws_acme")
+    assert _audit_records(log, "dashboard.download") == []
+    assert data() == b"a,b\n1,2\n"
+    (record,) = _audit_records(log, "dashboard.download")
+    assert (record["what"], record["rows"], record["workspace"]) == ("cells.csv", 1, "ws_acme")

@@ -245,6 +245,21 @@ def test_a_weekly_report_reaches_smtp_with_the_html_attached(scene: Scene) -> No
         assert b"Weekly review" in attached["weekly_review.html"]
 
 
+def test_each_report_sent_is_one_record_of_the_audit_trail(scene: Scene) -> None:
+    """Before a report goes out, the audit trail holds who sent what: one report.sent record
+    per report made (its delivery key, files and rows), none for the failed one."""
+    log = scene.folder / "data" / "audit" / "audit.jsonl"
+    records = [orjson.loads(line) for line in log.read_bytes().splitlines() if line.strip()]
+    sent = [r for r in records if r["action"] == "report.sent"]
+    made = _step(scene.first, "reports")["counts"]["made"]
+    assert len(sent) == made == 4
+    with duckdb.connect(str(scene.folder / "w.duckdb"), read_only=True) as con:
+        names = {row[0] for row in con.execute("SELECT name FROM workspaces").fetchall()}
+    assert {r["workspace"] for r in sent} == names
+    assert all(r["detail"]["key"].startswith("ntf_") and r["rows"] > 0 for r in sent)
+    assert all(r["detail"]["files"][0].endswith(".html") for r in sent)
+
+
 def test_the_webhook_carries_the_html_in_its_signed_body(scene: Scene) -> None:
     ready = [r for r in scene.receiver.requests[: scene.hooks_after_first]
              if r["headers"]["x-convo-event"] == "report.ready"]  # fmt: skip

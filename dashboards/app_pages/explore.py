@@ -25,6 +25,7 @@ from typing import Any
 import streamlit as st
 
 from convo_analytics.dashboard import charts
+from convo_analytics.dashboard._audit import record_query
 from convo_analytics.dashboard._explore import (
     AUTO,
     CHART_KINDS,
@@ -568,6 +569,17 @@ with cells_col:
                 continue
             frame = result.frame
             assert frame is not None
+            refused = record_query(
+                f"{snap.snapshot_id}\x1f{key}\x1f{bound}\x1f{scope}",
+                composed.sql,
+                frame.height,
+                workspace,
+                {"notebook": state["name"], "cell": cell.title, "params": json.loads(bound),
+                 "snapshot": snap.snapshot_id, "truncated": result.truncated},
+            )  # fmt: skip
+            if refused is not None:
+                st.error(literal(refused))
+                continue
             if cell.chart != "none":
                 numbers = [c for c, t in frame.schema.items() if t.is_numeric()]
                 for at, (setting, label, offered) in enumerate(

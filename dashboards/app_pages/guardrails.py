@@ -9,6 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from convo_analytics.dashboard import charts
+from convo_analytics.dashboard._audit import audited_download
 from convo_analytics.dashboard._session import (
     chart_with_drill,
     connection,
@@ -72,6 +73,11 @@ if st.button("Prepare the export", key="export_prepare"):
         }
         st.session_state["export_manifest"] = result.manifest
 for name, data in st.session_state.get("export_files", {}).items():
-    st.download_button(f"Download {plain(name)}", data, file_name=name, key=f"export_{name}")
+    st.download_button(
+        f"Download {plain(name)}",
+        audited_download(data, name, None, f.workspace),
+        file_name=name,
+        key=f"export_{name}",
+    )
 if "export_manifest" in st.session_state:
     st.json(st.session_state["export_manifest"], expanded=False)

@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 import streamlit as st
 
+from convo_analytics.dashboard._audit import audited_download
 from convo_analytics.dashboard._charts import PICK
 from convo_analytics.dashboard._gaps import TABLE_COLUMNS, impact_chart
 from convo_analytics.dashboard._session import (
@@ -141,4 +142,9 @@ if st.button("Prepare the export", key="gap_export_prepare"):
             made.manifest_file.name: made.manifest_file.read_bytes(),
         }
 for name, data in st.session_state.get("gap_export_files", {}).items():
-    st.download_button(f"Download {plain(name)}", data, file_name=name, key=f"gap_{name}")
+    st.download_button(
+        f"Download {plain(name)}",
+        audited_download(data, name, None, f.workspace),
+        file_name=name,
+        key=f"gap_{name}",
+    )

@@ -37,6 +37,7 @@ from convo_analytics.dashboard import _notebooks as notebooks
 from convo_analytics.dashboard import _queries as queries
 from convo_analytics.dashboard import _topics as topics
 from convo_analytics.dashboard import _workspaces as workspaces
+from convo_analytics.dashboard._audit import audited_download
 from convo_analytics.dashboard._format import (
     DisplayColumn,
     download_label,
@@ -579,11 +580,14 @@ def download(
     """A download button for the data behind a chart or table (the raw values, with the
     workspace unless ``workspace`` is off): every row of it, also when the table shows
     one page (``whole``: its query, run when the button is clicked). ``name`` keys the
-    button; the file is ``file_name`` (default: ``name``) with ``.csv``."""
+    button; the file is ``file_name`` (default: ``name``) with ``.csv``. A click is
+    recorded in the audit trail before the bytes go out (``_audit``)."""
     file = f"{file_name or name}.csv"
+    chosen = _workspace_view()[1]
     if whole is not None and whole.total > frame.height:
         st.download_button(
-            download_label(whole.total, whole.what), _whole_csv(whole, workspace),
+            download_label(whole.total, whole.what),
+            audited_download(_whole_csv(whole, workspace), file, whole.total, chosen),
             file_name=file, mime="text/csv", key=f"download_{name}",
         )  # fmt: skip
         return
@@ -591,7 +595,7 @@ def download(
         frame = named(frame)
     st.download_button(
         label or download_label(),
-        _csv(frame),
+        audited_download(_csv(frame), file, frame.height, chosen),
         file_name=file,
         mime="text/csv",
         key=f"download_{name}",

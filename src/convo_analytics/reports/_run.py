@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from convo_analytics.audit import AuditError, record_event
 from convo_analytics.config import ReportSpec, Settings, load_workspaces
 from convo_analytics.errors import UserError
 from convo_analytics.notify import NotifyConfig, notify_config, send
@@ -283,6 +284,27 @@ def _make(
         policy=config.policy,
         secrets=config.secrets,
     )
+    try:  # recorded before it is handed out: a report the trail cannot hold is not sent
+        record_event(
+            settings,
+            "report.sent",
+            what=f"report {job.report} ({job.notebook}) for {job.first}..{job.last}",
+            rows=sum(c.frame.height for c in run.cells if c.frame is not None),
+            workspace=job.workspace,
+            detail={
+                "key": notice.key,
+                "period": job.period,
+                "channels": [c.name for c in through.channels],
+                "recipients": len(recipients),
+                "files": [p.name for p in (files.html, *files.csvs)],
+            },
+        )
+    except AuditError as exc:
+        failures = [f"the audit record cannot be written ({exc}); the report is not sent"]
+        log.error("report %s failed: %s", job.describe(), failures[0])
+        summary = send(config, failed_notice(job, failures))
+        _finish(chosen, row, "failed", clock, failures=failures, key=None)
+        return "failed", failures, summary
     summary = send(through, notice)  # recorded (synced) before any channel is tried
     _finish(chosen, row, "ok", clock, failures=[], key=notice.key)
     log.info("report %s made and sent through %s", job.describe(),
