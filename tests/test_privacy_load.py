@@ -200,3 +200,136 @@ def test_each_workspace_gets_its_own_mode(tmp_path: Path) -> None:
     modes = {c.workspace: c.privacy.mode if c.privacy else None for c in extract_configs(settings)}
     assert modes == {"acme": "off", "globex": "hash"}
     assert dataclasses.fields(ExtractConfig)  # the config carries it to the run
+
+
+# -- webhooks: scrubbed at receipt, sealed, ingested; older archives scrubbed at ingest ----
+
+SECRET = "whsec_privacy_load_tests_0123"
+
+
+def _lines(folder: Path) -> list[bytes]:
+    import gzip
+
+    out: list[bytes] = []
+    for path in sorted(folder.rglob("*.jsonl*")):
+        raw = path.read_bytes()
+        raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        out.extend(line for line in raw.splitlines() if line.strip())
+    return out
+
+
+def _wait_lines(folder: Path, at_least: int) -> list[bytes]:
+    import time
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        lines = [x for x in _lines(folder) if b'"reason"' not in x]
+        if len(lines) >= at_least:
+            return lines
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {at_least} deliveries reached {folder} in 30 s")
+
+
+def _receive(running: RunningSandbox, hooks: dict[str, Path], privacy: dict[str, Any]) -> str:
+    """Receivers (one per folder, each with its privacy) registered with the sandbox; the
+    injected conversation's deliveries reach every one. Returns the conversation id."""
+    from convo_analytics._serving import ServerThread
+    from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
+
+    servers = [
+        ServerThread(create_receiver_app(
+            ReceiverSettings(archive_dir=folder, secrets=[SECRET], privacy=privacy[name])
+        )).start()
+        for name, folder in hooks.items()
+    ]  # fmt: skip
+    try:
+        with running.client(ACME_KEY) as client:
+            for server in servers:
+                hook = client.post(
+                    "/v1/webhooks", json={"url": f"{server.url}/webhooks", "secret": SECRET}
+                )
+                assert hook.status_code == 201, hook.text
+            conv = _inject(client)
+        for folder in hooks.values():
+            _wait_lines(folder, 6)
+    finally:
+        for server in servers:
+            server.stop()
+    return conv
+
+
+def test_deliveries_are_archived_scrubbed_sealed_and_ingested_once(
+    start_sandbox: Any, tmp_path: Path
+) -> None:
+    import orjson
+
+    from convo_analytics.webhooks import IngestOptions, ingest
+
+    running: RunningSandbox = start_sandbox(conversations=20, live_inactivity_seconds=600)
+    data, plain = tmp_path / "data", tmp_path / "plain-hooks"
+    privacy = _privacy(data)
+    conv = _receive(running, {"scrub": data / "hooks", "plain": plain},
+                    {"scrub": privacy, "plain": None})  # fmt: skip
+    values = {CARD, CARD.replace(" ", ""), IBAN, IBAN.replace(" ", ""), EMAIL, PHONE}
+    assert files_holding(plain, values)  # the deliveries carried them (mode off: as received)
+    assert files_holding(data, values) == {}
+
+    lines = _wait_lines(data / "hooks", 6)
+    records = [orjson.loads(x) for x in lines]
+    assert all(r["verified"] and r["localMac"].startswith("hmac-sha256=") for r in records)
+    assert all(r["scrub"]["mode"] == "mask" and r["scrub"]["keyId"] for r in records)
+    assert any(r["scrub"]["findings"] for r in records)
+
+    db = data / "warehouse.duckdb"
+    files = sorted((data / "hooks").glob("*.jsonl*"))
+    first = ingest(files, [SECRET.encode()], db, privacy=privacy)
+    assert first.loaded == len(lines) and not first.quarantined, first.to_json()
+    assert files_holding(data, values) == {}
+    held = {r[0] for r in warehouse_rows(
+        db, "SELECT kind FROM privacy_findings WHERE source = 'events'"
+    )}  # fmt: skip
+    assert {"email", "card", "iban"} <= held
+    events = warehouse_rows(db, "SELECT count(*) FROM events")
+    again = ingest(files, [SECRET.encode()], db, IngestOptions(full=True), privacy=privacy)
+    assert again.loaded == 0 and again.duplicates == len(lines), again.to_json()
+    assert warehouse_rows(db, "SELECT count(*) FROM events") == events
+
+    # a scrubbed line edited after it was archived is quarantined, whatever was changed
+    tampered = data / "hooks" / "tampered.jsonl"
+    record = records[0]
+    record["body"] = record["body"].replace(conv, conv + "x", 1)
+    forged = dict(records[1], receivedAt="2026-01-01T00:00:00.000Z")
+    tampered.write_bytes(orjson.dumps(record) + b"\n" + orjson.dumps(forged) + b"\n")
+    bad = ingest([tampered], [SECRET.encode()], db, privacy=privacy)
+    assert bad.loaded == 0 and dict(bad.quarantined) == {"bad_local_mac": 2}, bad.to_json()
+    # without the privacy key, a sealed line cannot be trusted either
+    unkeyed = ingest(files, [SECRET.encode()], tmp_path / "unkeyed.duckdb")
+    assert unkeyed.loaded == 0 and set(unkeyed.quarantined) == {"bad_local_mac"}
+
+
+def test_an_older_archive_is_verified_then_scrubbed_at_ingest(
+    start_sandbox: Any, tmp_path: Path
+) -> None:
+    """An archive as older versions wrote it (unscrubbed, signed by the service): verified
+    as before, scrubbed before the warehouse; a re-ingest finds only duplicates."""
+    from convo_analytics.sandbox._history_archive import write_history_archive
+    from convo_analytics.webhooks import IngestOptions, ingest
+
+    running: RunningSandbox = start_sandbox(conversations=120)
+    old = tmp_path / "old" / "history.jsonl.gz"  # an older version's file, not ours to rewrite
+    write_history_archive(old, list(running.sandbox.workspaces.values()), SECRET)
+    values = personal_values(running)
+    assert files_holding(old.parent, values)  # it holds personal data
+    data = tmp_path / "data"
+    db = data / "warehouse.duckdb"
+    first = ingest([old], [SECRET.encode()], db, privacy=_privacy(data))
+    assert first.loaded > 0 and not first.quarantined, first.to_json()
+    assert files_holding(data, values) == {}
+    assert warehouse_rows(db, "SELECT count(*) FROM privacy_findings WHERE source = 'events'")[0][0]
+    again = ingest([old], [SECRET.encode()], db, IngestOptions(full=True), privacy=_privacy(data))
+    assert again.loaded == 0 and again.duplicates == first.loaded + first.duplicates
+
+    # mode off: stored as received, as before
+    off = tmp_path / "off.duckdb"
+    ingest([old], [SECRET.encode()], off, privacy=_privacy(tmp_path, "off"))
+    assert any(v in _duckdb_texts(off) for v in values)

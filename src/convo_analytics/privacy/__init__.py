@@ -26,6 +26,7 @@ from convo_analytics.privacy._scrub import (
     ScrubbedPayload,
     Scrubber,
     is_identifier_key,
+    local_mac_key,
 )
 from convo_analytics.privacy._spans import BUILTIN_KINDS, Span
 
@@ -42,6 +43,7 @@ __all__ = [
     "Scrubber",
     "Span",
     "is_identifier_key",
+    "local_mac_key",
     "parse_extra_patterns",
     "privacy_config",
 ]

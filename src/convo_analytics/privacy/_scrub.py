@@ -31,7 +31,26 @@ from convo_analytics.privacy._config import Mode, PrivacyConfig, privacy_config
 from convo_analytics.privacy._detect import HASH_DIGITS, Detector
 from convo_analytics.privacy._key import project_key, workspace_key
 
-__all__ = ["Finding", "Scrubbed", "ScrubbedPayload", "Scrubber", "is_identifier_key"]
+__all__ = [
+    "Finding",
+    "Scrubbed",
+    "ScrubbedPayload",
+    "Scrubber",
+    "is_identifier_key",
+    "local_mac_key",
+]
+
+_MAC_LABEL = b"convo-analytics/privacy/local-mac\x00"
+
+
+def local_mac_key(config: PrivacyConfig) -> bytes:
+    """The key that seals what this installation scrubbed itself (the webhook archive's
+    scrubbed lines, D-PRIVACY-SCRUB-AT-LOAD): derived from the project key, so it is kept
+    (and lost) with it, and never the key a hash is made with. Made whatever the mode:
+    a line scrubbed earlier is checked after scrubbing was turned off."""
+    project = project_key(config.key, config.generated_key_file)
+    return hmac.new(project, _MAC_LABEL, hashlib.sha256).digest()
+
 
 #: Keys whose values identify a record (``id``, ``conversationId``, ``external_user_id``).
 _IDENTIFIER = re.compile(r"(?:[a-z0-9](?:Id|ID)|[_-](?:id|Id|ID))$")
