@@ -333,3 +333,29 @@ def test_an_older_archive_is_verified_then_scrubbed_at_ingest(
     off = tmp_path / "off.duckdb"
     ingest([old], [SECRET.encode()], off, privacy=_privacy(tmp_path, "off"))
     assert any(v in _duckdb_texts(off) for v in values)
+
+
+def test_a_refused_delivery_is_quarantined_scrubbed(tmp_path: Path) -> None:
+    """A delivery that fails its signature is kept for an investigation, scrubbed too."""
+    import orjson
+
+    from convo_analytics._serving import ServerThread
+    from convo_analytics.webhooks._receiver import ReceiverSettings, create_receiver_app
+
+    data = tmp_path / "data"
+    settings = ReceiverSettings(
+        archive_dir=data / "hooks", secrets=[SECRET], privacy=_privacy(data)
+    )
+    event = {"id": "evt_1", "event": "message.received", "timestamp": "2026-11-18T10:00:00.000Z",
+             "data": {"text": INJECTED[0]}}  # fmt: skip
+    with ServerThread(create_receiver_app(settings)) as server:
+        signed = httpx.post(f"{server.url}/webhooks", content=orjson.dumps(event),
+                            headers={"x-convo-signature": "sha256=" + "0" * 64})  # fmt: skip
+        garbage = httpx.post(f"{server.url}/webhooks", content=f"not json {EMAIL}".encode())
+    assert (signed.status_code, garbage.status_code) == (401, 400)
+    lines = _lines(data / "hooks" / "quarantine")
+    assert len(lines) == 2
+    assert files_holding(data, {CARD, IBAN, EMAIL, PHONE}) == {}
+    kept = [orjson.loads(x) for x in lines]
+    assert all(r["scrub"]["verified"] is False and "localMac" not in r for r in kept)
+    assert "[card]" in kept[0]["body"] and "[email]" in kept[1]["body"]
