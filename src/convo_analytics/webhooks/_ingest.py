@@ -6,6 +6,9 @@ its file, line number and reason. Two line shapes are read: a delivery as the
 receiver archives it (headers and raw body, decision D-ARCHIVE-FORMAT) and a
 bare event body carrying its ``signature`` field (a service's export of its
 delivery log). Files may be plain or gzip JSON lines; they are never modified.
+A line the receiver scrubbed and sealed is trusted on its local seal, and an event of an
+older archive is scrubbed once verified, before it is staged (``_scrub``,
+D-PRIVACY-SCRUB-AT-LOAD).
 
 Python does per line only what must be exact: read the body strictly
 (D-ONE-READING), verify the HMAC, check the event's time and hash its
