@@ -87,7 +87,7 @@ def webhook_ingest(ctx: RunContext) -> dict[str, Any]:
         keys = batch.keys
         result = ingest(
             batch.files, keys.secrets, ctx.db_path, ingest_options(settings),
-            secret_hint=keys.hint, endpoint=keys.endpoint,
+            secret_hint=keys.hint, endpoint=keys.endpoint, privacy=keys.privacy,
         )  # fmt: skip
         if result.alarm is not None:
             raise StepFailed(result.alarm)

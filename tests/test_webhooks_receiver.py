@@ -454,7 +454,11 @@ def test_the_command_serves_archives_and_stops_cleanly(tmp_path: Path) -> None:
     assert SECRET not in output and OLD_SECRET not in output
     assert "2 configured secrets" in output
     [(archived_body, _, record)] = archived(tmp_path / "archive")
-    assert archived_body == body and record["secretIndex"] == 1
+    # privacy.scrub is "mask" by default: the verified event is archived scrubbed, without
+    # the signature that no longer fits it, and sealed (D-PRIVACY-SCRUB-AT-LOAD)
+    sent = {k: v for k, v in orjson.loads(body).items() if k != "signature"}
+    assert orjson.loads(archived_body) == sent and record["secretIndex"] == 1
+    assert record["scrub"]["mode"] == "mask" and record["localMac"].startswith("hmac-sha256=")
 
 
 # -- end to end: the sandbox delivers, with the receiver down for a while --------------------------

@@ -109,7 +109,8 @@ def ingest_command(
     with warehouse_writer(settings, "convo webhooks ingest"):
         results = [
             ingest(batch.files, batch.keys.secrets, db_path, options,
-                   secret_hint=batch.keys.hint, endpoint=batch.keys.endpoint)
+                   secret_hint=batch.keys.hint, endpoint=batch.keys.endpoint,
+                   privacy=batch.keys.privacy)
             for batch in batches
         ]  # fmt: skip
     if len(results) > 1:

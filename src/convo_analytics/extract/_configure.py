@@ -20,6 +20,7 @@ from convo_analytics.errors import UserError
 from convo_analytics.extract._secrets import check_base_url, check_header_value
 from convo_analytics.extract._source import field_problems
 from convo_analytics.extract._streams import ALL_STREAMS, ExtractConfig
+from convo_analytics.privacy import privacy_config
 
 __all__ = ["extract_config", "extract_configs", "flag_date", "source_description"]
 
@@ -112,6 +113,7 @@ def extract_configs(
                 workspace=ws.name,
                 workspace_id=ws.workspace_id,
                 implicit_workspace=False,
+                privacy=privacy_config(settings, ws.workspace_id or ws.name),
             )
         )
     for cfg in configs:
@@ -210,4 +212,5 @@ def extract_config(
         summary_timezone=settings.get_str("extract.summary_timezone"),
         batch_records=settings.get_int("extract.batch_records"),
         batch_seconds=settings.get_float("extract.batch_seconds"),
+        privacy=privacy_config(settings),
     )

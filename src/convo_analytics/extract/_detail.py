@@ -144,6 +144,10 @@ class DetailStream(Protocol):
 
     def detail_url(self, record_id: str) -> str: ...
 
+    def scrub_detail(self, body: bytes, data: Any, record_id: str) -> bytes:
+        """The detail's body with its personal data scrubbed (what was found, kept)."""
+        ...
+
 
 class DetailReader:
     """Fetches details for one stream and learns their shape from the first ones."""
@@ -187,6 +191,7 @@ class DetailReader:
         if self.record and isinstance(data, Mapping):
             data = unwrap(data, self.record)
             body = orjson.dumps(data)
+        body = self.stream.scrub_detail(body, data, record_id)
         self.fetched += 1
         if len(self.samples) < _SAMPLES and isinstance(data, dict):
             self.samples.append(data)

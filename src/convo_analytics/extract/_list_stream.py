@@ -50,9 +50,11 @@ from convo_analytics.extract._shapes import (
 from convo_analytics.extract._source import StreamPlan
 from convo_analytics.extract._typed import TypedFields, empty_columns
 from convo_analytics.warehouse import (
+    FindingRow,
     RecordPaths,
     hold_bookmark,
     read_bookmark,
+    record_findings,
     transaction,
     write_bookmark,
 )
@@ -101,12 +103,22 @@ class _Batch:
     def __init__(self) -> None:
         self.pages: list[bytes] = []
         self.details: list[bytes] = []
+        #: Personal data scrubbed from the batch's records (``privacy_findings``).
+        self.found: list[FindingRow] = []
         self.records = 0
         self.max_updated: datetime | None = None
         self.opened = time.monotonic()
 
-    def add(self, body: bytes, details: list[bytes], count: int, updated: list[datetime]) -> None:
+    def add(
+        self,
+        body: bytes,
+        details: list[bytes],
+        count: int,
+        updated: list[datetime],
+        found: list[FindingRow],
+    ) -> None:
         self.pages.append(body)
+        self.found.extend(found)
         self.details.extend(details)
         self.records += count
         if updated:
@@ -148,6 +160,8 @@ class ListStreamRun:
         self.typed = TypedFields(plan, run.previous_shape(plan.name))
         has_detail = plan.detail is not None and bool(plan.detail.path)
         self.details = DetailReader(self, plan) if has_detail else None
+        #: What the details fetched for the page in hand were scrubbed of (``DetailReader``).
+        self.detail_found: list[FindingRow] = []
 
     async def get(self, request: PageRequest, probing: bool = False) -> tuple[httpx.Response, Any]:
         """A page; when ``probing`` past a short page, a refusal answers ``(response, None)``."""
@@ -331,7 +345,12 @@ class ListStreamRun:
                     if not result.records:  # the first page: is this stream a long one?
                         self._announce(paginator, len(records), len(wanted), updated)
                     details = await self._details(records, fields, wanted)
-                    batch.add(response.content, details, len(records), updated)
+                    body, scrubbed = self.run.scrubber.page(
+                        workspace, response.content, data, envelope, fields.id
+                    )
+                    scrubbed.extend(self.detail_found)
+                    self.detail_found = []
+                    batch.add(body, details, len(records), updated, scrubbed)
                     result.records += len(records)
                     self.run.progress.update(
                         self.run.prefix + self.name,
@@ -537,6 +556,15 @@ class ListStreamRun:
         assert self.plan.detail is not None and self.plan.detail.path is not None
         return self.plan.detail.path.format(id=quote(record_id, safe=""))
 
+    def scrub_detail(self, body: bytes, data: Any, record_id: str) -> bytes:
+        """A detail's body scrubbed (``_scrub``); its findings go with the page's batch."""
+        run = self.run
+        body, found = run.scrubber.detail(
+            run.workspace_id, body, data, record_id, self.typed.id_field
+        )
+        self.detail_found.extend(found)
+        return body
+
     # -- commits ---------------------------------------------------------------------
 
     def _commit(
@@ -556,6 +584,7 @@ class ListStreamRun:
                 load.stage_records(con, "listed", batch.pages, paths, workspace=workspace)
                 counts = load.classify(con, "listed", self.name)
                 load.insert_raw(con, listed_raw, "listed", run_id, now)
+                record_findings(con, workspace, self.name, batch.found, run_id, now)
                 detailed = None
                 if detail_raw and batch.details:
                     load.stage_details(con, "detailed", batch.details, paths, shape, workspace)

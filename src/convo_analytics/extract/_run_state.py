@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import duckdb
 
     from convo_analytics.extract._progress import ProgressSink
+    from convo_analytics.extract._scrub import LoadScrubber
     from convo_analytics.extract._streams import ExtractConfig
     from convo_analytics.extract._workspace import WorkspaceIdentity
 
@@ -43,6 +44,7 @@ class ExtractionState(Protocol):
     con: duckdb.DuckDBPyConnection | None
     reader: duckdb.DuckDBPyConnection | None
     identity: WorkspaceIdentity
+    scrubber: LoadScrubber
 
     @property
     def loader(self) -> CommitLoader: ...

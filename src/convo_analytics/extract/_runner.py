@@ -34,6 +34,7 @@ from convo_analytics.extract._paging import PagingError
 from convo_analytics.extract._progress import NoProgress, ProgressSink
 from convo_analytics.extract._results import ExtractResult, StreamResult, WorkspacesResult
 from convo_analytics.extract._retry import RetryPolicy
+from convo_analytics.extract._scrub import LoadScrubber
 from convo_analytics.extract._secrets import Redactor
 from convo_analytics.extract._shapes import ShapeError
 from convo_analytics.extract._streams import RAW_TABLES, ExtractConfig
@@ -116,6 +117,8 @@ class Extraction:
         self.reader: duckdb.DuckDBPyConnection | None = None
         self.loader = _Loader()
         self._secrets: list[str] = [config.api_key]
+        #: Personal data out of every record before it is written (one scrubber per run).
+        self.scrubber = LoadScrubber(config.privacy)
 
     async def run(self, shared: duckdb.DuckDBPyConnection | None = None) -> ExtractResult:
         """Extract every stream of the workspace; with ``shared`` (several workspaces at

@@ -9,6 +9,7 @@ from pathlib import Path
 from convo_analytics.auth import Credentials
 from convo_analytics.config._endpoints import ALL_STREAMS, LIST_STREAMS, PaginatorSpec, SourceSpec
 from convo_analytics.extract._source import StreamPlan, plan_stream
+from convo_analytics.privacy import PrivacyConfig
 from convo_analytics.warehouse._tables import (
     RAW_CONVERSATION_DETAILS,
     RAW_CONVERSATIONS,
@@ -81,6 +82,9 @@ class ExtractConfig:
     batch_records: int = 20000
     batch_seconds: float = 5.0
     retry_base_seconds: float = 0.5
+    #: How personal data is scrubbed before anything is written (``[privacy]`` and the
+    #: workspace's ``privacy_scrub``); None, as mode ``off``: stored as it came.
+    privacy: PrivacyConfig | None = None
 
     @property
     def mode(self) -> str:

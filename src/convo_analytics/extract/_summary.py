@@ -32,7 +32,7 @@ from convo_analytics.extract._results import StreamResult
 from convo_analytics.extract._shapes import json_type, value_at
 from convo_analytics.extract._source import StreamPlan
 from convo_analytics.warehouse import _load as load
-from convo_analytics.warehouse import transaction
+from convo_analytics.warehouse import record_findings, transaction
 from convo_analytics.warehouse._shape import LoadShape, source_path
 from convo_analytics.warehouse._tables import SERVICE_SUMMARIES
 
@@ -204,10 +204,13 @@ class SummaryRun:
             self.run.identity.learn([answer.data])
         shape = LoadShape(plan.fields)
         workspace = self.run.workspace_id
+        body, found = self.run.scrubber.whole(workspace, answer.body, answer.data)
         with transaction(self.run.con):
             self.run.identity.record(self.run.con, self.run.run_id)
+            now = datetime.now(UTC)
+            record_findings(self.run.con, workspace, "summary", found, self.run.run_id, now)
             _, days = load.merge_summary(
-                self.run.con, answer.body, self.run.run_id, datetime.now(UTC),
+                self.run.con, body, self.run.run_id, now,
                 self.run.workspace_id, records=answer.records, shape=shape,
                 timezone=cfg.summary_timezone,
                 raw_id=f"{workspace}|{first}|{last}|{cfg.summary_timezone}",

@@ -13,13 +13,21 @@ come back beside the text, for an erasure to find the person later.
     payload = scrubber.scrub_payload(raw_record)             # every string of a JSON tree
 
 Names and postal addresses are not found (D-PRIVACY-SCRUB says why and what else is
-not). Nothing here downloads anything. Extract and ingest do not call it yet.
+not). Nothing here downloads anything. Extract and the webhook path call it before
+anything is written (D-PRIVACY-SCRUB-AT-LOAD).
 """
 
 from convo_analytics.privacy._config import MODES, Mode, PrivacyConfig, privacy_config
 from convo_analytics.privacy._detect import Detector
 from convo_analytics.privacy._extra import ExtraPattern, parse_extra_patterns
-from convo_analytics.privacy._scrub import Finding, Scrubbed, ScrubbedPayload, Scrubber
+from convo_analytics.privacy._scrub import (
+    Finding,
+    Scrubbed,
+    ScrubbedPayload,
+    Scrubber,
+    is_identifier_key,
+    local_mac_key,
+)
 from convo_analytics.privacy._spans import BUILTIN_KINDS, Span
 
 __all__ = [
@@ -34,6 +42,8 @@ __all__ = [
     "ScrubbedPayload",
     "Scrubber",
     "Span",
+    "is_identifier_key",
+    "local_mac_key",
     "parse_extra_patterns",
     "privacy_config",
 ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,35 @@ from convo_analytics.privacy._config import Mode, PrivacyConfig, privacy_config
 from convo_analytics.privacy._detect import HASH_DIGITS, Detector
 from convo_analytics.privacy._key import project_key, workspace_key
 
-__all__ = ["Finding", "Scrubbed", "ScrubbedPayload", "Scrubber"]
+__all__ = [
+    "Finding",
+    "Scrubbed",
+    "ScrubbedPayload",
+    "Scrubber",
+    "is_identifier_key",
+    "local_mac_key",
+]
+
+_MAC_LABEL = b"convo-analytics/privacy/local-mac\x00"
+
+
+def local_mac_key(config: PrivacyConfig) -> bytes:
+    """The key that seals what this installation scrubbed itself (the webhook archive's
+    scrubbed lines, D-PRIVACY-SCRUB-AT-LOAD): derived from the project key, so it is kept
+    (and lost) with it, and never the key a hash is made with. Made whatever the mode:
+    a line scrubbed earlier is checked after scrubbing was turned off."""
+    project = project_key(config.key, config.generated_key_file)
+    return hmac.new(project, _MAC_LABEL, hashlib.sha256).digest()
+
+
+#: Keys whose values identify a record (``id``, ``conversationId``, ``external_user_id``).
+_IDENTIFIER = re.compile(r"(?:[a-z0-9](?:Id|ID)|[_-](?:id|Id|ID))$")
+
+
+def is_identifier_key(key: object) -> bool:
+    """Whether a JSON key names an identifier: ``id``, or a name ending in ``Id``/``_id``/``ID``
+    (``externalUserId``, ``conversation_id``); not words ending in ``id`` (``paid``)."""
+    return isinstance(key, str) and (key in ("id", "ID", "Id") or bool(_IDENTIFIER.search(key)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +132,7 @@ class Scrubber:
         findings: list[Finding] = []
         return Scrubbed(self._text(text, findings), tuple(findings))
 
-    def _text(self, text: str, findings: list[Finding]) -> str:
+    def _text(self, text: str, findings: list[Finding], hashed: bool = False) -> str:
         """``text`` scrubbed until nothing more is found. A finding's removal can leave a
         neighbour whole on its own (``+44 20 7946 0958ann@example.com``: the address took
         ``0958``, and ``+44 20 7946`` is a number alone), so a text that changed is read
@@ -116,16 +145,22 @@ class Scrubber:
                 digest = self._digest(span.kind, span.value)
                 findings.append(Finding(span.kind, digest))
                 parts.append(text[last : span.start])
-                parts.append(f"[{span.kind}:{digest}]" if self.mode == "hash" else f"[{span.kind}]")
+                keyed = hashed or self.mode == "hash"
+                parts.append(f"[{span.kind}:{digest}]" if keyed else f"[{span.kind}]")
                 last = span.end
             parts.append(text[last:])
             text = "".join(parts)
         return text
 
-    def scrub_payload(self, value: Any) -> ScrubbedPayload:
+    def scrub_payload(self, value: Any, *, identifiers_hashed: bool = False) -> ScrubbedPayload:
         """A copy of a JSON-like ``value`` with every string in it scrubbed (dict keys,
         numbers, booleans and None untouched; tuples become lists). Walked without
-        recursion, so any depth a JSON parser gives is fine."""
+        recursion, so any depth a JSON parser gives is fine.
+
+        ``identifiers_hashed``: in ``mask`` mode too, a finding in the value of an
+        identifier key (:func:`is_identifier_key`: an ``externalUserId`` that is an
+        address) gets its keyed-hash placeholder, so that distinct records stay distinct
+        (masked, every such id would read ``[email]``, one key for all)."""
         if self.mode == "off":
             return ScrubbedPayload(value)
         findings: list[Finding] = []
@@ -134,7 +169,8 @@ class Scrubber:
         while stack:
             into, at, item = stack.pop()
             if isinstance(item, str):
-                into[at] = self._text(item, findings)
+                hashed = identifiers_hashed and is_identifier_key(at)
+                into[at] = self._text(item, findings, hashed)
             elif isinstance(item, Mapping):
                 copy = dict.fromkeys(item)
                 into[at] = copy

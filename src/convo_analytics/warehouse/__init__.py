@@ -13,6 +13,7 @@ from convo_analytics.warehouse._connection import (
 )
 from convo_analytics.warehouse._load import WHOLE_BODY, PageCounts, RecordPaths
 from convo_analytics.warehouse._monitor_tables import MONITOR_EVALUATIONS
+from convo_analytics.warehouse._privacy_tables import FindingRow, record_findings
 from convo_analytics.warehouse._tables import Column, Table
 from convo_analytics.warehouse._transaction import transaction
 
@@ -21,6 +22,7 @@ __all__ = [
     "MONITOR_EVALUATIONS",
     "WHOLE_BODY",
     "Column",
+    "FindingRow",
     "PageCounts",
     "RecordPaths",
     "Table",
@@ -30,6 +32,7 @@ __all__ = [
     "hold_bookmark",
     "open_warehouse",
     "read_bookmark",
+    "record_findings",
     "require_existing",
     "transaction",
     "write_bookmark",

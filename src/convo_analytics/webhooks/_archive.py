@@ -17,6 +17,13 @@ import orjson
 
 
 def archive_line(body: bytes, headers: Mapping[str, str], received_at: str, **extra: Any) -> bytes:
+    return orjson.dumps(archive_record(body, headers, received_at, **extra)) + b"\n"
+
+
+def archive_record(
+    body: bytes, headers: Mapping[str, str], received_at: str, **extra: Any
+) -> dict[str, Any]:
+    """The object an archive line holds (see :func:`archive_line`)."""
     record: dict[str, Any] = {
         "receivedAt": received_at,
         "headers": {k.lower(): v for k, v in headers.items()},
@@ -26,7 +33,7 @@ def archive_line(body: bytes, headers: Mapping[str, str], received_at: str, **ex
     except UnicodeDecodeError:
         record["bodyBase64"] = base64.b64encode(body).decode("ascii")
     record.update(extra)
-    return orjson.dumps(record) + b"\n"
+    return record
 
 
 def parse_archive_line(line: bytes) -> tuple[bytes, dict[str, str], dict[str, Any]]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from convo_analytics.config import Settings, WorkspaceConfig, load_workspaces, select_workspaces
 from convo_analytics.errors import UserError
+from convo_analytics.privacy import PrivacyConfig, privacy_config
 from convo_analytics.webhooks._ingest import IngestOptions
 from convo_analytics.webhooks._workspace import EndpointWorkspace
 
@@ -52,6 +53,9 @@ class EndpointKeys:
     endpoint: EndpointWorkspace
     secrets: Sequence[bytes] = field(repr=False)
     hint: str
+    #: How its lines are scrubbed before the warehouse, and the key of their local seal
+    #: (D-PRIVACY-SCRUB-AT-LOAD); None: loaded as they are, sealed lines quarantined.
+    privacy: PrivacyConfig | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str | None:
@@ -112,6 +116,10 @@ def receiver_settings(settings: Settings, *, max_body_bytes: int, path: str) -> 
         workspaces=workspaces,
         workspace_ids=workspace_ids,
         workspace_hints=hints,
+        privacy=privacy_config(settings),
+        workspace_privacy={
+            w.name: privacy_config(settings, w.workspace_id or w.name) for w in hooked
+        },
     )
 
 
@@ -175,6 +183,7 @@ def endpoint_keys(settings: Settings, name: str) -> EndpointKeys:
         _endpoint(name, configured),
         [s.reveal().encode("utf-8") for s in workspace.webhook_secrets],
         f"workspace {name}'s webhook secrets{where}",
+        privacy_config(settings, workspace.workspace_id or name),
     )
 
 
@@ -190,7 +199,7 @@ def flat_keys(settings: Settings, given: Sequence[str] | None) -> EndpointKeys |
             return None
         secrets = [part.reveal().encode("utf-8") for part in secret.parts()]
         hint = settings.resolved("webhooks.secret").origin.replace("$", "")
-    return EndpointKeys(EndpointWorkspace(None), secrets, hint)
+    return EndpointKeys(EndpointWorkspace(None), secrets, hint, privacy_config(settings))
 
 
 def require_flat_keys(settings: Settings, given: Sequence[str] | None) -> EndpointKeys:

@@ -6,6 +6,9 @@ its file, line number and reason. Two line shapes are read: a delivery as the
 receiver archives it (headers and raw body, decision D-ARCHIVE-FORMAT) and a
 bare event body carrying its ``signature`` field (a service's export of its
 delivery log). Files may be plain or gzip JSON lines; they are never modified.
+A line the receiver scrubbed and sealed is trusted on its local seal, and an event of an
+older archive is scrubbed once verified, before it is staged (``_scrub``,
+D-PRIVACY-SCRUB-AT-LOAD).
 
 Python does per line only what must be exact: read the body strictly
 (D-ONE-READING), verify the HMAC, check the event's time and hash its
@@ -47,10 +50,13 @@ from convo_analytics.webhooks._lines import (
     Block,
     LongLine,
 )
+from convo_analytics.webhooks._scrub import MAC_FIELD, SCRUB_FIELD, DeliveryScrubber
 from convo_analytics.webhooks._signature import MEMBER_HEAD, MEMBER_LEN, SIGNATURE_PREFIX
 from convo_analytics.webhooks._verify import SIGNATURE_HEADERS, Verification, Verifier
 from convo_analytics.webhooks._workspace import EndpointWorkspace, WorkspaceScope
 
+#: The quarantine reason of a sealed line whose local seal fails (D-PRIVACY-SCRUB-AT-LOAD).
+BAD_LOCAL_MAC = "bad_local_mac"
 CHUNK_LINES = 245_760
 #: A chunk is handed over before its lines pass this many bytes (a chunk of the usual
 #: lines of about 700 bytes is 170 MB) ...
@@ -98,6 +104,8 @@ class _Chunk:
         self.binding: tuple[str, str] | None = None
         #: The workspace a quarantined line was read for (its endpoint's name), if any.
         self.workspace: str | None = None
+        #: Personal data scrubbed from its events: (workspace id, event id, kind, hash).
+        self.found: list[tuple[str | None, str, str, str]] = []
 
     def reject(
         self, line_no: int, reason: str, detail: str, raw: bytes, offset: int | None,
@@ -197,8 +205,11 @@ class Ingester:
         options: IngestOptions | None = None,
         *,
         scope: WorkspaceScope | None = None,
+        scrub: DeliveryScrubber | None = None,
     ) -> None:
         self.options = options or IngestOptions()
+        #: Events scrubbed before they are staged, sealed lines checked (D-PRIVACY-SCRUB-AT-LOAD).
+        self.scrub = scrub or DeliveryScrubber(None)
         self.verifier = Verifier(secrets)
         self.pads = self.verifier.pads(0) if secrets else None
         self.now = now
@@ -378,6 +389,7 @@ class Ingester:
         head, member, value_len, brace = MEMBER_HEAD, MEMBER_LEN, _VALUE, b"}"
         text_of, names, first_name = _text, _SIGNATURE_NAMES, SIGNATURE_HEADERS[0]
         now_text = self.now_text
+        scrubbing, scrubbed = self.scrub.active, self._scrubbed
         cut = 1 if terminated else 0
         for i in range(len(block)):
             start, end = offsets[i], offsets[i + 1] - cut
@@ -456,6 +468,8 @@ class Ingester:
                         chunk.reject(first + i, why, detail, text + newline, base + start)
                         continue
                     del event["signature"]
+                    if scrubbing:
+                        body, event = scrubbed(chunk, workspace, event)
                     add_line(first + i)
                     add_offset(base + start)
                     add_body(body)
@@ -498,6 +512,9 @@ class Ingester:
         if not isinstance(record, dict):
             chunk.reject(line_no, "not_an_event", "the line is not a JSON object", raw, offset)
             return
+        if MAC_FIELD in record or SCRUB_FIELD in record:
+            self._sealed_line(chunk, line_no, record, raw, offset)
+            return
         headers: dict[str, str] = {}
         received_at = None
         # A member that is null counts as absent (as in the shortcut, _block).
@@ -532,6 +549,8 @@ class Ingester:
             why, detail = refused
             chunk.reject(line_no, why, detail, raw, offset)
             return
+        if self.scrub.active:
+            body, event = self._scrubbed(chunk, workspace, event)
         staged = chunk.staged
         values = (
             line_no, offset, body, headers.get("idempotency-key") or None, content_hash(event),
@@ -541,6 +560,65 @@ class Ingester:
         )  # fmt: skip
         for name, value in zip(_STAGE_COLUMNS, values, strict=True):
             staged[name].append(value)
+
+    def _scrubbed(
+        self, chunk: _Chunk, workspace: str | None, event: dict[str, Any]
+    ) -> tuple[bytes, dict[str, Any]]:
+        """A verified event of an older archive (as received, signed by the service),
+        scrubbed before it is staged: (its body, the event)."""
+        clean, found = self.scrub.event(workspace, event)
+        rid = _text(clean.get("id")) or ""
+        chunk.found.extend((workspace, rid, f.kind, f.hash) for f in found)
+        return orjson.dumps(clean), clean
+
+    def _sealed_line(
+        self, chunk: _Chunk, line_no: int, record: dict[str, Any], raw: bytes, offset: int | None
+    ) -> None:
+        """A line the receiver scrubbed and sealed: trusted on its local seal (the service's
+        signature no longer fits its body), else quarantined as ``bad_local_mac``."""
+        if not self.scrub.sealed(record):
+            why = (
+                "no privacy key to check it with"
+                if not self.scrub.can_seal
+                else "it was changed after it was archived, or sealed under another privacy key"
+            )
+            detail = f"the line's local seal ({MAC_FIELD}) does not verify: {why}"
+            chunk.reject(line_no, BAD_LOCAL_MAC, detail, raw, offset)
+            return
+        text = record.get("body")
+        read = read_body(text.encode("utf-8")) if isinstance(text, str) else None
+        event = read.parsed if read is not None and read.problem is None else None
+        if not isinstance(text, str) or not isinstance(event, dict) or event.get("event") is None:
+            detail = "the sealed line's body is not a JSON event"
+            chunk.reject(line_no, "not_an_event", detail, raw, offset)
+            return
+        received_at = _text(record.get("receivedAt"))
+        reference = received_reference(received_at, self.now)
+        if (late := timestamp_problem(event, reference, self.options.max_future)) is not None:
+            chunk.reject(line_no, late[0], late[1], raw, offset)
+            return
+        workspace, refused = self.admit(chunk, event)
+        if refused is not None:
+            chunk.reject(line_no, refused[0], refused[1], raw, offset)
+            return
+        scrub = record.get(SCRUB_FIELD)
+        found = scrub.get("findings") if isinstance(scrub, dict) else None
+        rid = _text(event.get("id")) or ""
+        for item in found if isinstance(found, list) else ():
+            if isinstance(item, list) and len(item) == 2:
+                chunk.found.append((workspace, rid, str(item[0]), str(item[1])))
+        headers = record.get("headers")
+        headers = headers if isinstance(headers, dict) else {}
+        secret = record.get("secretIndex")
+        values = (
+            line_no, offset, text.encode("utf-8"), _text(headers.get("idempotency-key")) or None,
+            content_hash(event), _text(record.get("verification")),
+            _text(record.get("signatureSource")), secret if isinstance(secret, int) else None,
+            _text(headers.get("x-convo-delivery")), _text(headers.get("x-convo-attempt")),
+            received_at, workspace,
+        )  # fmt: skip
+        for name, value in zip(_STAGE_COLUMNS, values, strict=True):
+            chunk.staged[name].append(value)
 
     def judge(self, body: bytes, headers: dict[str, str], received_at: str | None) -> Outcome:
         """Whether a body can be stored: the event and its Verification, or why not.

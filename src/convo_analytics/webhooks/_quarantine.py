@@ -103,7 +103,9 @@ def replay(
     def read(con: Any, began: datetime, loader: Loader) -> None:
         for name, entries in groups.items():
             endpoint = keys[name]
-            ingester = new_ingester(con, endpoint.secrets, began, options, endpoint.endpoint)
+            ingester = new_ingester(
+                con, endpoint.secrets, began, options, endpoint.endpoint, endpoint.privacy
+            )
             for chunk in _chunks(ingester, entries, options):
                 loader.put(chunk)
         result.files = len({row[0] for entries in groups.values() for row in entries})

@@ -46,7 +46,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from convo_analytics.webhooks._archive import archive_line
+from convo_analytics.privacy import PrivacyConfig
+from convo_analytics.webhooks._archive import archive_line, archive_record
 from convo_analytics.webhooks._archive_writer import ArchiveError, ArchiveWriter, utc_now
 from convo_analytics.webhooks._body import (
     BAD_ENCODING,
@@ -56,6 +57,13 @@ from convo_analytics.webhooks._body import (
     timestamp_problem,
 )
 from convo_analytics.webhooks._run import SECRET_HINT, signature_alarm
+from convo_analytics.webhooks._scrub import (
+    SCHEME,
+    SCRUB_FIELD,
+    DeliveryScrubber,
+    key_id,
+    scrub_record,
+)
 from convo_analytics.webhooks._verify import (
     SIGNATURE_HEADERS,
     Verification,
@@ -113,6 +121,10 @@ class ReceiverSettings:
     workspace_ids: dict[str, str] = field(default_factory=dict)
     #: Where each workspace's secrets are set (``$ACME_HOOKS``), named by the alarm.
     workspace_hints: dict[str, str] = field(default_factory=dict)
+    #: How deliveries are scrubbed before they are archived (``[privacy]``), and each
+    #: workspace endpoint's own (its ``privacy_scrub``); None: archived as received.
+    privacy: PrivacyConfig | None = None
+    workspace_privacy: dict[str, PrivacyConfig] = field(default_factory=dict)
 
     def server_options(self) -> dict[str, Any]:
         """uvicorn.Config options that apply the header timeout and the connection cap."""
@@ -235,6 +247,14 @@ class _Receiver:
             for name in names
         }
         self.flat_scope = WorkspaceScope(EndpointWorkspace(None))
+        #: Per endpoint: its scrubbing (a scrubber per workspace id, made once) and seal.
+        self.scrubbers: dict[str | None, DeliveryScrubber] = {
+            None: DeliveryScrubber(settings.privacy),
+            **{
+                name: DeliveryScrubber(settings.workspace_privacy.get(name, settings.privacy))
+                for name in names
+            },
+        }
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -317,7 +337,7 @@ class _Receiver:
             )
             return _error(400, reason, detail)
         scope = self.flat_scope if workspace is None else self.scopes[workspace]
-        _, refused = scope.admit(parsed)
+        stored, refused = scope.admit(parsed)
         if refused is not None:
             reason, detail = refused
             await self._quarantine(
@@ -331,14 +351,23 @@ class _Receiver:
             and (failed := self._bind(workspace, learned))
         ):
             return failed
-        line = archive_line(
-            body,
-            headers,
-            stamp(received),
-            deliveryId=delivery_id,
-            **tag,
-            **_verification_fields(verification),
-        )
+        extra = {"deliveryId": delivery_id, **tag, **_verification_fields(verification)}
+        scrub = self.scrubbers[workspace]
+        if scrub.active:
+            assert scrub.config is not None and verification.secret_index is not None
+            event, found = scrub.event(stored, parsed)
+            record = archive_record(orjson.dumps(event), headers, stamp(received), **extra)
+            record[SCRUB_FIELD] = scrub_record(
+                found,
+                scrub.config.mode,
+                verifiedAt=stamp(received),
+                scheme=SCHEME,
+                keyId=key_id(keys[verification.secret_index]),
+                workspaceId=stored,
+            )
+            line = scrub.seal(record)
+        else:
+            line = archive_line(body, headers, stamp(received), **extra)
         archive = self.archive if workspace is None else self.archives.get(workspace)
         assert archive is not None
         try:
@@ -421,7 +450,21 @@ class _Receiver:
         workspace: str | None = None,
     ) -> None:
         """Keep a rejected delivery; the answer is the rejection even if this fails."""
-        tag = {} if workspace is None else {"workspace": workspace}
+        tag: dict[str, Any] = {} if workspace is None else {"workspace": workspace}
+        scrub = self.scrubbers[workspace]
+        if scrub.active:  # kept for an investigation, not replayable (D-PRIVACY-SCRUB-AT-LOAD)
+            assert scrub.config is not None
+            owner = self.bound.get(workspace) if workspace is not None else None
+            try:
+                parsed = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                parsed = None
+            if isinstance(parsed, dict):
+                event, found = scrub.event(owner, parsed)
+                body = orjson.dumps(event)
+            else:
+                body, found = scrub.text(owner, body)
+            tag[SCRUB_FIELD] = scrub_record(found, scrub.config.mode, verified=False)
         line = archive_line(
             body,
             headers,

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from convo_analytics.privacy import PrivacyConfig
 from convo_analytics.webhooks._files import (
     STATE_COLUMNS,
     load_states,
@@ -33,6 +34,7 @@ from convo_analytics.webhooks._files import (
     with_siblings,
 )
 from convo_analytics.webhooks._ingest import Ingester, IngestOptions, _Chunk
+from convo_analytics.webhooks._scrub import DeliveryScrubber
 from convo_analytics.webhooks._workspace import EndpointWorkspace, WorkspaceScope
 
 #: Where the secrets come from, named by the signature alarm (never the secrets).
@@ -113,11 +115,14 @@ def ingest(
     *,
     secret_hint: str = SECRET_HINT,
     endpoint: EndpointWorkspace | None = None,
+    privacy: PrivacyConfig | None = None,
 ) -> IngestResult:
     """Ingest archives into the warehouse at ``db_path``; see the module docstring.
 
     ``endpoint``: the workspace whose archive folder these files are (its events are
-    stored under its id, D-WEBHOOK-WORKSPACE); None, the flat endpoint's.
+    stored under its id, D-WEBHOOK-WORKSPACE); None, the flat endpoint's. ``privacy``: how
+    events are scrubbed before they are stored, and the key of the archive's local seals
+    (D-PRIVACY-SCRUB-AT-LOAD); None: stored as they are, sealed lines quarantined.
 
     Reading and verifying (Python, one core) and loading (DuckDB) overlap: a loader
     thread stores one chunk while the next is read, at most one chunk waiting between.
@@ -126,7 +131,7 @@ def ingest(
     result = IngestResult(new_run_id())
 
     def read(con: Any, began: datetime, loader: Loader) -> None:
-        ingester = new_ingester(con, secrets, began, options, endpoint)
+        ingester = new_ingester(con, secrets, began, options, endpoint, privacy)
         states = load_states(con, with_siblings(str(p.resolve()) for p in paths))
         for plan in plan_files(paths, states, full=options.full):
             result.files += 1
@@ -148,6 +153,7 @@ def new_ingester(
     began: datetime,
     options: IngestOptions,
     endpoint: EndpointWorkspace | None,
+    privacy: PrivacyConfig | None = None,
 ) -> Ingester:
     """An Ingester for one endpoint's files: its secrets, and its workspace as the config and
     the warehouse's bindings know it (a configured id the warehouse binds otherwise, or
@@ -165,7 +171,7 @@ def new_ingester(
         if problem is not None:
             raise WorkspaceConflict(problem)
     scope = WorkspaceScope(endpoint, {name: wid for name, (wid, _) in bound.items()})
-    return Ingester(secrets, began, options, scope=scope)
+    return Ingester(secrets, began, options, scope=scope, scrub=DeliveryScrubber(privacy))
 
 
 def recorded_run(
@@ -259,7 +265,7 @@ class Loader:
         self.ord = 0
         self.error: BaseException | None = None
         self.queue: queue.Queue[
-            tuple[pa.Table, pa.Table, int, Any, tuple[str, str] | None] | None
+            tuple[pa.Table, pa.Table, int, Any, tuple[str, str] | None, list[Any]] | None
         ] = queue.Queue()
         self.busy = False
         self.small_bytes = 0  # bodies of small chunks stored since the last checkpoint
@@ -272,7 +278,7 @@ class Loader:
         self.ord += staged.num_rows
         self._wait()  # the previous chunk is stored: at most one in memory besides this one
         if self.thread.is_alive():
-            self.queue.put((staged, rejected, chunk.count, chunk.state, chunk.binding))
+            self.queue.put((staged, rejected, chunk.count, chunk.state, chunk.binding, chunk.found))
         self._raise()
 
     def _wait(self) -> None:
@@ -307,14 +313,14 @@ class Loader:
             self.small_bytes = staged.column("body").nbytes
 
     def _run(self) -> None:
-        from convo_analytics.warehouse import transaction
+        from convo_analytics.warehouse import record_findings, transaction
         from convo_analytics.warehouse._bindings import bind_workspace
         from convo_analytics.warehouse._events import load_events, quarantine
 
         result, con, run_id = self.result, self.con, self.result.run_id
         try:
             while (item := self.queue.get()) is not None:
-                staged, rejected, lines, state, binding = item
+                staged, rejected, lines, state, binding, found = item
                 now = datetime.now(UTC)
                 self._checkpoint_if_needed(staged)
                 with transaction(con):
@@ -324,6 +330,8 @@ class Loader:
                         con, staged, run_id, now, resolve=True, stored_lines=self.replay
                     )
                     quarantine(con, rejected, run_id, now, replace=self.replay)
+                    for workspace, rows in _by_workspace(found).items():
+                        record_findings(con, workspace, "events", rows, run_id, now)
                     if state is not None:
                         marks = ", ".join("?" for _ in STATE_COLUMNS)
                         con.execute(f"INSERT OR REPLACE INTO ingest_files VALUES ({marks})",
@@ -340,6 +348,14 @@ class Loader:
                     self.idle.notify()
         except BaseException as exc:  # handed to the caller
             self.error = exc
+
+
+def _by_workspace(found: list[Any]) -> dict[str, list[Any]]:
+    """Findings ``(workspace, event id, kind, hash)`` grouped by workspace."""
+    out: dict[str, list[Any]] = {}
+    for workspace, event_id, kind, digest in found:
+        out.setdefault(workspace or "default", []).append((event_id, kind, digest))
+    return out
 
 
 def record_run(
