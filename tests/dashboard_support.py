@@ -10,7 +10,9 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, ClassVar
 
+from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 from conftest import ACME_KEY, GLOBEX_KEY, make_settings
@@ -186,3 +188,30 @@ def hostile_snapshot(folder: Path, beacon: str) -> Iterator[tuple[Path, str]]:
     finally:
         con.close()
     yield folder / "published", conv.id
+
+
+class RecordingManager(MediaFileManager):
+    """AppTest's media file manager, kept so that a test can click a download button and read
+    what it hands over: a file made when the page ran, or one made on demand (every download
+    is made on demand when the audit trail records it: ``dashboard/_audit.py``)."""
+
+    made: ClassVar[list[RecordingManager]] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        RecordingManager.made.append(self)
+
+    @classmethod
+    def record(cls, monkeypatch: Any) -> list[RecordingManager]:
+        cls.made = []
+        monkeypatch.setattr("streamlit.testing.v1.app_test.MediaFileManager", cls)
+        return cls.made
+
+
+def downloaded(made: list[RecordingManager], button: Any) -> tuple[str, bytes]:
+    """The file name and the bytes ``button`` (an AppTest download button) hands over when
+    clicked."""
+    manager = made[-1]
+    url = button.proto.url or manager.execute_deferred(button.proto.deferred_file_id)
+    stored = manager._storage.get_file(url.rsplit("/", 1)[-1])
+    return str(stored.filename), bytes(stored.content)

@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from convo_analytics.dashboard._explore import literal
-from dashboard_support import three_workspaces
+from dashboard_support import RecordingManager, downloaded, three_workspaces
 from test_notebooks_executor import REGEXP, SORT, TABLE_FUNCTION_CASES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,16 +212,7 @@ def test_an_allowed_table_function_works_for_one_workspace(
 def test_a_cells_download_is_named_after_it_and_a_copy_after_its_name(
     published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
-
-    made: list[MemoryMediaFileStorage] = []
-
-    class Recording(MemoryMediaFileStorage):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
+    made = RecordingManager.record(monkeypatch)
     """The download of a cell titled "Cell 4 escalations" is cell_4_escalations.csv (not the
     widget's number); a notebook saved under a new name is titled after it, not after the one
     it was copied from; the page says the sidebar's dates and channels reach the cells as
@@ -232,8 +223,7 @@ def test_a_cells_download_is_named_after_it_and_a_copy_after_its_name(
     at.text_input(key=f"cell_title_{_cid(cell)}").input("Cell 4 escalations").run()
     cell.input("SELECT 42 AS answer").run()
     assert not at.exception, at.exception
-    urls = [b.proto.url for b in at.get("download_button")]
-    names = [made[-1].get_file(url.rsplit("/", 1)[-1]).filename for url in urls]
+    names = [downloaded(made, b)[0] for b in at.get("download_button")]
     assert "cell_4_escalations.csv" in names, names
     at.text_input(key="explore_title").input("Escalations by reason").run()
     at.text_input(key="explore_save_as").input("first").run()

@@ -17,17 +17,22 @@ import io
 from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import duckdb
 import orjson
 import pytest
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from convo_analytics.publish import current_snapshot, publish_snapshot
 from convo_analytics.warehouse import open_warehouse
-from dashboard_support import WORKSPACES, assert_no_markup, three_workspaces
+from dashboard_support import (
+    WORKSPACES,
+    RecordingManager,
+    assert_no_markup,
+    downloaded,
+    three_workspaces,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboards" / "streamlit_app.py")
@@ -68,28 +73,16 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-class _Recording(MemoryMediaFileStorage):
-    """AppTest's in-memory media storage, kept so that a test can read a download's CSV."""
-
-    made: ClassVar[list[_Recording]] = []
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _Recording.made.append(self)
-
-
 @pytest.fixture
-def downloads(monkeypatch: pytest.MonkeyPatch) -> list[_Recording]:
-    _Recording.made = []
-    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", _Recording)
-    return _Recording.made
+def downloads(monkeypatch: pytest.MonkeyPatch) -> list[RecordingManager]:
+    return RecordingManager.record(monkeypatch)
 
 
-def _download(at: AppTest, made: list[_Recording], name: str) -> list[dict[str, str]]:
+def _download(at: AppTest, made: list[RecordingManager], name: str) -> list[dict[str, str]]:
     """The rows of the download button keyed ``download_<name>`` (its CSV, header first)."""
     (button,) = [b for b in at.get("download_button") if b.proto.id.endswith(f"download_{name}")]
-    data = made[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content
-    rows = list(csv.reader(io.StringIO(bytes(data).decode("utf-8"))))
+    _, data = downloaded(made, button)
+    rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
     return [dict(zip(rows[0], row, strict=True)) for row in rows[1:]]
 
 
@@ -184,7 +177,7 @@ def _number(text: str) -> float | None:
 
 def test_the_page_shows_each_workspaces_topics_with_the_marts_figures(
     topical: dict[str, Any], monkeypatch: pytest.MonkeyPatch, store: Path,
-    downloads: list[_Recording],
+    downloads: list[RecordingManager],
 ) -> None:  # fmt: skip
     """All workspaces: every topic of each, side by side (the same ids, their own names and
     figures, never summed across workspaces), as the marts hold them."""
@@ -217,7 +210,7 @@ def test_the_page_shows_each_workspaces_topics_with_the_marts_figures(
 
 def test_a_topics_change_comes_with_its_interval(
     topical: dict[str, Any], monkeypatch: pytest.MonkeyPatch, store: Path,
-    downloads: list[_Recording],
+    downloads: list[RecordingManager],
 ) -> None:  # fmt: skip
     """A range whose previous period the data covers: each topic's change in conversations
     comes with its 95 % interval (the ratio of two Poisson counts over the same number of
@@ -344,7 +337,7 @@ def _count(text: str) -> int:
 
 def test_a_topic_chosen_in_the_sidebar_narrows_every_page(
     topical: dict[str, Any], monkeypatch: pytest.MonkeyPatch, store: Path,
-    downloads: list[_Recording],
+    downloads: list[RecordingManager],
 ) -> None:  # fmt: skip
     want = _expected(topical["db"], topical["first"], topical["last"])[("ws_globex", 2)]
     n = want["conversations"]

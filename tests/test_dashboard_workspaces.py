@@ -11,16 +11,15 @@ import json
 from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import duckdb
 import orjson
 import pytest
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from convo_analytics.dashboard import charts
-from dashboard_support import WORKSPACES, three_workspaces
+from dashboard_support import WORKSPACES, RecordingManager, downloaded, three_workspaces
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboards" / "streamlit_app.py")
@@ -85,32 +84,21 @@ def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         yield {"published": published, "expected": _expected(db, first, last_day)}
 
 
-class _Recording(MemoryMediaFileStorage):
-    """AppTest's in-memory media storage, kept so that a test can read the CSV a download
-    button would hand over."""
-
-    made: ClassVar[list[_Recording]] = []
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _Recording.made.append(self)
+Downloads = list[RecordingManager]
 
 
 @pytest.fixture
-def downloads(monkeypatch: pytest.MonkeyPatch) -> list[_Recording]:
-    _Recording.made = []
-    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", _Recording)
-    return _Recording.made
+def downloads(monkeypatch: pytest.MonkeyPatch) -> list[RecordingManager]:
+    return RecordingManager.record(monkeypatch)
 
 
-def _csv(at: AppTest, made: list[_Recording]) -> dict[str, list[list[str]]]:
-    """Every download button's CSV of the last run (header first), by its URL."""
+def _csv(at: AppTest, made: list[RecordingManager]) -> dict[str, list[list[str]]]:
+    """Every download button's CSV of the last run (header first), by its key."""
     out = {}
     for button in at.get("download_button"):
-        url = button.proto.url
-        if url.endswith(".csv"):
-            data = made[-1].get_file(url.rsplit("/", 1)[-1]).content
-            out[url] = list(csv.reader(io.StringIO(bytes(data).decode("utf-8"))))
+        name, data = downloaded(made, button)
+        if name.endswith(".csv"):
+            out[str(button.proto.id)] = list(csv.reader(io.StringIO(data.decode("utf-8"))))
     return out
 
 
@@ -159,7 +147,10 @@ def test_the_selector_offers_every_workspace_by_name(
 
 @pytest.mark.parametrize("ws", sorted(NAMES))
 def test_a_workspace_narrows_every_page_to_its_own_figures(
-    three: dict[str, Any], monkeypatch: pytest.MonkeyPatch, downloads: list[_Recording], ws: str
+    three: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    downloads: Downloads,
+    ws: str,
 ) -> None:
     want, name = three["expected"][ws], NAMES[ws]
     assert want["conversations"] < three["expected"][None]["conversations"]
@@ -205,7 +196,7 @@ def test_a_workspace_narrows_every_page_to_its_own_figures(
 
 
 def test_the_comparison_shows_each_workspaces_own_figures(
-    three: dict[str, Any], monkeypatch: pytest.MonkeyPatch, downloads: list[_Recording]
+    three: dict[str, Any], monkeypatch: pytest.MonkeyPatch, downloads: Downloads
 ) -> None:
     at = _page(_app(three["published"], monkeypatch), "workspaces")
     table = at.dataframe[0].value
@@ -230,7 +221,10 @@ def test_the_comparison_shows_each_workspaces_own_figures(
 
 @pytest.mark.parametrize("page", [p for p in PAGES if p != "explore"])  # Explore: own SQL
 def test_every_table_and_download_names_the_workspace(
-    three: dict[str, Any], monkeypatch: pytest.MonkeyPatch, downloads: list[_Recording], page: str
+    three: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    downloads: Downloads,
+    page: str,
 ) -> None:
     at = _app(three["published"], monkeypatch)
     if page != "overview":
@@ -277,7 +271,10 @@ def _restricted(published: Path, monkeypatch: pytest.MonkeyPatch, ids: list[str]
 
 @pytest.mark.parametrize("page", PAGES)
 def test_a_dashboard_for_one_workspace_shows_only_its_rows(
-    three: dict[str, Any], monkeypatch: pytest.MonkeyPatch, downloads: list[_Recording], page: str
+    three: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    downloads: Downloads,
+    page: str,
 ) -> None:
     """The sidebar offers that workspace alone (a URL naming another is ignored), and no
     table or download of any page holds a row of another workspace or of the whole

@@ -378,9 +378,9 @@ def test_every_writer_stops_with_75_while_a_run_holds_the_lock_and_changes_nothi
         _wait_for(holder, "step transform holding")
         before = _files(tmp_path)
         done = {name: _convo(config, args) for name, args in writers.items()}
+        after = _files(tmp_path)  # before the reader, whose export the audit trail records
         reader = _convo(config, ["export", "summary", "--from", "2026-11-01", "--to", "2026-11-17"])
         listing = _convo(config, ["webhooks", "quarantine", "list", "--json"])
-        after = _files(tmp_path)
     finally:
         holder.kill()
         holder.wait(timeout=30)
