@@ -53,7 +53,7 @@ def _median(fn: object, repeats: int = REPEATS) -> float:
     return statistics.median(runs)
 
 
-def child_measure(db: str, published: str) -> None:
+def child_measure(db: str, published: str, repeats: str = str(REPEATS)) -> None:
     import os
 
     import duckdb
@@ -96,6 +96,7 @@ def child_measure(db: str, published: str) -> None:
     explore: dict[str, dict[str, float]] = {}
     executor = Executor()
     run_query = executor.run
+    times = int(repeats)
 
     def alone(sql: str, values: dict[str, Any]) -> Any:
         bound = {name: values[name] for name in parameter_names(plain, sql)}
@@ -109,9 +110,10 @@ def child_measure(db: str, published: str) -> None:
             "round_trip": _median(
                 lambda sql=sql, values=values, reads=reads: run_query(
                     snap.path, sql, timeout=60, params=values, cells=reads, reads=reads
-                )
+                ),
+                times,
             ),
-            "duckdb_alone": _median(lambda sql=sql, values=values: alone(sql, values)),
+            "duckdb_alone": _median(lambda sql=sql, values=values: alone(sql, values), times),
             "rows": float(result.frame.height if result.frame is not None else 0),
         }
     executor.close()
@@ -131,12 +133,12 @@ def child_measure(db: str, published: str) -> None:
     for label, s in searches.items():
         page = conversation_page(plain.cursor(), f, s, 1, 100)
         conversations[label] = {
-            "seconds": _median(lambda s=s: conversation_page(plain.cursor(), f, s, 1, 100)),
+            "seconds": _median(lambda s=s: conversation_page(plain.cursor(), f, s, 1, 100), times),
             "total": float(page.total),
         }
     twentieth = conversation_page(plain.cursor(), f, Slice(), 20, 100)
     conversations["page 20 of the range (100 per page)"] = {
-        "seconds": _median(lambda: conversation_page(plain.cursor(), f, Slice(), 20, 100)),
+        "seconds": _median(lambda: conversation_page(plain.cursor(), f, Slice(), 20, 100), times),
         "total": float(twentieth.total),
     }
     os.environ["CONVO_PUBLISHED_DIR"] = published
@@ -166,7 +168,9 @@ def bench_explore(ctx: BenchContext, report: Report) -> None:
     report.sizes.update({"conversations": conversations,
                          "messages": conversations * MESSAGES_PER_CONVERSATION})  # fmt: skip
     published = folder / f"published-explore-{conversations}"
-    with python_child(THIS, ["measure", str(db), str(published)], cwd=ROOT) as child:
+    repeats = ctx.size(REPEATS, REPEATS, 1)  # smoke: each call once after its warm-up
+    with python_child(THIS, ["measure", str(db), str(published), str(repeats)],
+                      cwd=ROOT) as child:  # fmt: skip
         out = child.json_line("explore", timeout=1800)
     for label, got in out["explore"].items():
         seconds = got["round_trip"]
@@ -191,4 +195,4 @@ if __name__ == "__main__":
     if role == "measure":
         child_measure(*rest)
     else:
-        raise SystemExit("usage: bench_explore.py measure DB PUBLISHED_DIR")
+        raise SystemExit("usage: bench_explore.py measure DB PUBLISHED_DIR [REPEATS]")

@@ -151,18 +151,20 @@ def bench_lake(ctx: BenchContext, report: Report) -> None:
     from transform_data import MESSAGES_PER_CONVERSATION, build_warehouse
 
     conversations = ctx.size(200_000, 20_000, 200)
+    # smoke: two workspaces still race into one lake; each process pays its imports on 2 cores
+    workspaces = ctx.size(WORKSPACES, WORKSPACES, 2)
     FOLDER.mkdir(parents=True, exist_ok=True)
     source = FOLDER / f"lake-source-{conversations}.duckdb"
-    db = FOLDER / f"lake-{WORKSPACES}ws-{conversations}.duckdb"
+    db = FOLDER / f"lake-{workspaces}ws-{conversations}.duckdb"
     if not db.exists():
         started = time.perf_counter()
         if not source.exists():
             build_warehouse(source, conversations)
-        with python_child(THIS, ["prepare", str(source), str(db), str(WORKSPACES)],
+        with python_child(THIS, ["prepare", str(source), str(db), str(workspaces)],
                           cwd=ROOT) as child:  # fmt: skip
             child.json_line("prepared", timeout=3600)
         report.note(f"built and transformed the warehouse in {time.perf_counter() - started:.0f} s")
-    report.sizes.update({"conversations": conversations, "workspaces": WORKSPACES,
+    report.sizes.update({"conversations": conversations, "workspaces": workspaces,
                          "messages": conversations * MESSAGES_PER_CONVERSATION})  # fmt: skip
     work = FOLDER / "lake-run"
     shutil.rmtree(work, ignore_errors=True)
@@ -184,7 +186,7 @@ def bench_lake(ctx: BenchContext, report: Report) -> None:
     # a recent night, the incremental transform, and the publish again: what changed only
     night_db = work / "night.duckdb"
     shutil.copyfile(db, night_db)
-    with python_child(THIS, ["night", str(night_db), str(conversations), str(WORKSPACES)],
+    with python_child(THIS, ["night", str(night_db), str(conversations), str(workspaces)],
                       cwd=ROOT) as child:  # fmt: skip
         night = child.json_line("night", timeout=3600)["night"]
     with python_child(THIS, ["publish", str(night_db), str(single), "all"], cwd=ROOT) as child:
@@ -209,7 +211,7 @@ def bench_lake(ctx: BenchContext, report: Report) -> None:
     # one process per workspace, at once, into one lake (they race to create its tables,
     # then on every table's commits)
     many = work / "many"
-    names = [f"ws_{i}" for i in range(WORKSPACES)]
+    names = [f"ws_{i}" for i in range(workspaces)]
     started = time.time()
     children = [
         python_child(THIS, ["publish", str(db), str(many), name], cwd=ROOT) for name in names
@@ -222,7 +224,7 @@ def bench_lake(ctx: BenchContext, report: Report) -> None:
     wall = max(o["finished"] for o in outs) - started
     total = sum(o["published"]["rows"] for o in outs)
     retried = sum(max(t["attempts"] - 1, 0) for o in outs for t in o["published"]["tables"])
-    report.add(f"publish, {WORKSPACES} processes at once (one workspace each)",
+    report.add(f"publish, {workspaces} processes at once (one workspace each)",
                round(total / wall), "rows/s")  # fmt: skip
     report.add("... wall time (incl. process start)", round(wall, 1), "s")
     report.add("... table commits made again after losing a race", retried, "")

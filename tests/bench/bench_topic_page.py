@@ -57,9 +57,9 @@ def _with_topics(db: str) -> None:
         con.close()
 
 
-def _render(page: str, published: str) -> tuple[float, float]:
+def _render(page: str, published: str, warm_runs: int = 3) -> tuple[float, float]:
     """Seconds to render ``page`` by AppTest: the first time after a publish (empty
-    caches), and warm (median of three)."""
+    caches), and warm (median of ``warm_runs``)."""
     import os
 
     import streamlit as st
@@ -79,14 +79,14 @@ def _render(page: str, published: str) -> tuple[float, float]:
     if page == "topics" and not at.dataframe:
         raise RuntimeError(f"the Topics page shows no topics: {[i.value for i in at.info]}")
     warm = []
-    for _ in range(3):
+    for _ in range(warm_runs):
         started = time.perf_counter()
         at.run()
         warm.append(time.perf_counter() - started)
     return cold, statistics.median(warm)
 
 
-def child_measure(db: str, published: str, store: str) -> None:
+def child_measure(db: str, published: str, store: str, repeats: str = str(REPEATS)) -> None:
     import os
 
     from transform_data import publish_transformed
@@ -113,14 +113,15 @@ def child_measure(db: str, published: str, store: str) -> None:
     for label, f in ranges.items():
         report = topic_report(con, f)
         queries[label] = {
-            "topics": _median(lambda f=f: topic_report(con, f)),
-            "overview": _median(lambda f=f: (kpis(con, f), daily(con, f))),
+            "topics": _median(lambda f=f: topic_report(con, f), int(repeats)),
+            "overview": _median(lambda f=f: (kpis(con, f), daily(con, f)), int(repeats)),
             "rows": float(report.table.height),
             "conversations": float(report.table["conversations"].sum()),
         }
     (topics,) = con.execute("SELECT count(*) FROM mart_topics").fetchall()[0]
     (slices,) = con.execute("SELECT count(*) FROM mart_slices").fetchall()[0]
-    pages = {page: _render(page, published) for page in ("topics", "overview")}
+    warm_runs = min(3, int(repeats))
+    pages = {page: _render(page, published, warm_runs) for page in ("topics", "overview")}
     emit({"queries": queries, "pages": pages, "topics": topics, "slices": slices,
           "memory": memory_mib()})  # fmt: skip
 
@@ -133,7 +134,9 @@ def bench_topic_page(ctx: BenchContext, report: Report) -> None:
     folder = db.parent
     published = folder / f"published-topics-{conversations}"
     store = folder / "topic-page-curations.jsonl"
-    with python_child(THIS, ["measure", str(db), str(published), str(store)], cwd=ROOT) as child:
+    repeats = ctx.size(REPEATS, REPEATS, 1)  # smoke: each query and render once when warm
+    with python_child(THIS, ["measure", str(db), str(published), str(store), str(repeats)],
+                      cwd=ROOT) as child:  # fmt: skip
         out = child.json_line("queries", timeout=3600)
     report.sizes.update({"conversations": conversations, "topics": out["topics"],
                          "slices": out["slices"]})  # fmt: skip
@@ -164,4 +167,4 @@ if __name__ == "__main__":
     if role == "measure":
         child_measure(*rest)
     else:
-        raise SystemExit("usage: bench_topic_page.py measure DB PUBLISHED_DIR STORE")
+        raise SystemExit("usage: bench_topic_page.py measure DB PUBLISHED_DIR STORE [REPEATS]")

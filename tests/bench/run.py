@@ -15,6 +15,7 @@ does, so that a benchmark cannot break unseen. Its figures measure nothing.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import sys
 import time
@@ -54,9 +55,33 @@ MODULES = [
 ]
 
 
-def load_benches() -> list[Bench]:
+def declared_names(module: str) -> list[str] | None:
+    """The benchmark names ``module`` lists in BENCHES, read from its source (not imported);
+    None when they are not written out as literals."""
+    path = Path(__file__).resolve().parent / f"{module}.py"
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "BENCHES" for t in node.targets
+        ):
+            if not isinstance(node.value, ast.List):
+                return None
+            names = []
+            for entry in node.value.elts:
+                if not (isinstance(entry, ast.Tuple) and isinstance(entry.elts[0], ast.Constant)):
+                    return None
+                names.append(str(entry.elts[0].value))
+            return names
+    return None
+
+
+def load_benches(only: list[str] | None = None) -> list[Bench]:
+    """Every module's benchmarks; with ``only``, just the modules that declare a matching one
+    (a smoke run of one benchmark does not import the others' dependencies)."""
     benches: list[Bench] = []
     for name in MODULES:
+        declared = declared_names(name) if only else None
+        if declared is not None and not any(part in n for n in declared for part in only or []):
+            continue
         module = importlib.import_module(name)
         benches.extend(module.BENCHES)
     return benches
@@ -82,7 +107,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    benches = load_benches()
+    benches = load_benches(args.only)
     if args.only:
         benches = [b for b in benches if any(part in b[0] for part in args.only)]
     if args.list or not benches:
