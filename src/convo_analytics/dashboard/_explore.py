@@ -9,7 +9,6 @@ query process it can stop (decisions D-EXPLORE-SAFETY, D-EXPLORE-EXECUTOR).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
 from typing import Any
@@ -27,6 +26,7 @@ from convo_analytics.notebooks import (
     chart_for,
     choose_chart,
     convert,
+    referenced,
 )
 
 __all__ = [
@@ -49,7 +49,6 @@ __all__ = [
 
 #: A parameter's value in the URL: ``?p.NAME=VALUE`` (a list: the key repeated).
 URL_PREFIX = "p."
-_REFERENCE = re.compile(r"\$([a-z_][a-z0-9_]{0,39})\b")
 
 
 def literal(text: str) -> str:
@@ -88,12 +87,6 @@ def name_caption(title: str, others: Iterable[str] = ()) -> str:
             " Another cell has the same name: retitle one, so a later cell reads the one it means."
         )
     return text
-
-
-def referenced(sqls: Iterable[str]) -> set[str]:
-    """The parameter names ``$name`` in ``sqls`` (text inside strings too: a superset of what
-    DuckDB binds, which the query process works out itself)."""
-    return {m.group(1) for sql in sqls for m in _REFERENCE.finditer(sql)}
 
 
 def page_params(declared: Iterable[ParamSpec], sqls: Iterable[str]) -> list[ParamSpec]:

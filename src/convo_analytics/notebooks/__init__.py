@@ -49,6 +49,7 @@ from convo_analytics.notebooks._params import (
     ParamType,
     convert,
     encode_values,
+    referenced,
 )
 
 if TYPE_CHECKING:
@@ -111,6 +112,7 @@ __all__ = [
     "notebook_name",
     "parse_notebook",
     "parse_param_args",
+    "referenced",
     "render_notebook",
     "run_notebook",
     "save_notebook",

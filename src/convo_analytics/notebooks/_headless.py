@@ -18,7 +18,6 @@ next cell, and :attr:`NotebookRun.ok` is False.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -33,7 +32,7 @@ from convo_analytics.notebooks._cells import cell_name, compose
 from convo_analytics.notebooks._executor import Executor, Limits, QueryResult
 from convo_analytics.notebooks._files import list_notebooks, load_notebook
 from convo_analytics.notebooks._format import Cell, Notebook, notebook_name
-from convo_analytics.notebooks._params import BUILTINS, ParamError, ParamSpec, convert
+from convo_analytics.notebooks._params import BUILTINS, ParamError, ParamSpec, convert, referenced
 from convo_analytics.publish import Snapshot, current_snapshot
 
 __all__ = [
@@ -48,7 +47,6 @@ __all__ = [
 #: still under the executor's result cap for narrow results.
 HEADLESS_ROW_LIMIT = 1_000_000
 _DEFAULT_DAYS = 30
-_REFERENCE = re.compile(r"\$([a-z_][a-z0-9_]{0,39})\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,9 +178,7 @@ def _data_facts(snap: Snapshot, scope: RunScope) -> tuple[date | None, str | Non
 
 def _used(notebook: Notebook) -> set[str]:
     """The parameter names the cells write (``$name``; inside strings too: a superset)."""
-    return {
-        m.group(1) for c in notebook.cells if c.kind == "sql" for m in _REFERENCE.finditer(c.sql)
-    }
+    return referenced(c.sql for c in notebook.cells if c.kind == "sql")
 
 
 def _values(

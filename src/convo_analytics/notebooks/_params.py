@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, Literal
@@ -39,12 +39,14 @@ __all__ = [
     "decode_values",
     "encode_values",
     "parse_param",
+    "referenced",
     "render_param",
 ]
 
 ParamType = Literal["date", "text", "number", "choice", "choices"]
 PARAM_TYPES: tuple[ParamType, ...] = ("date", "text", "number", "choice", "choices")
 _NAME = re.compile(r"[a-z_][a-z0-9_]{0,39}")
+_REFERENCE = re.compile(r"\$([a-z_][a-z0-9_]{0,39})\b")
 _LINE = re.compile(r"^\s*(\S+)\s+(\S+)\s*(?:=\s*(.*?))?\s*$")
 #: A text value is at most this long.
 TEXT_CAP = 1000
@@ -198,3 +200,9 @@ def decode_values(values: Mapping[str, Any], used: Sequence[str]) -> dict[str, A
             value = date.fromisoformat(value["date"])
         out[name] = value
     return out
+
+
+def referenced(sqls: Iterable[str]) -> set[str]:
+    """The parameter names ``$name`` in ``sqls`` (text inside strings too: a superset of what
+    DuckDB binds, which the query process works out itself)."""
+    return {m.group(1) for sql in sqls for m in _REFERENCE.finditer(sql)}

@@ -97,12 +97,7 @@ def ready_notice(
         subject=f"{title}: {job.workspace}, {job.period}",
         text="\n".join(lines),
         fields={
-            "report": job.report,
-            "notebook": job.notebook,
-            "workspace": job.workspace,
-            "period": job.period,
-            "from": job.first,
-            "to": job.last,
+            **_job_fields(job),
             "schedule": job.schedule,
             **facts,
             "folder": str(folder),
@@ -110,6 +105,18 @@ def ready_notice(
         attachments=attached,
         recipients=recipients,
     )
+
+
+def _job_fields(job: ReportJob) -> dict[str, str]:
+    """What every notice of a report says of it: which report, notebook, workspace, days."""
+    return {
+        "report": job.report,
+        "notebook": job.notebook,
+        "workspace": job.workspace,
+        "period": job.period,
+        "from": job.first,
+        "to": job.last,
+    }
 
 
 def failed_notice(job: ReportJob, why: Sequence[str]) -> Notification:
@@ -122,12 +129,7 @@ def failed_notice(job: ReportJob, why: Sequence[str]) -> Notification:
         text=f"The report {job.describe()}, from notebook {job.notebook}, failed:\n"
         + "\n".join(f"- {line}" for line in why),
         fields={
-            "report": job.report,
-            "notebook": job.notebook,
-            "workspace": job.workspace,
-            "period": job.period,
-            "from": job.first,
-            "to": job.last,
+            **_job_fields(job),
             "failures": list(why),
         },
     )
