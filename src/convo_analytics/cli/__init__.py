@@ -19,6 +19,7 @@ from convo_analytics.cli._audit_cmd import audit_app
 from convo_analytics.cli._auth_cmd import auth_app
 from convo_analytics.cli._config_cmd import config_app
 from convo_analytics.cli._dashboard_cmd import dashboard
+from convo_analytics.cli._erase_cmd import erase
 from convo_analytics.cli._export_cmd import export_app
 from convo_analytics.cli._extract_cmd import extract
 from convo_analytics.cli._monitors_cmd import monitors_app
@@ -62,3 +63,4 @@ app.command("publish")(publish)
 app.command("dashboard")(dashboard)
 app.command("run")(run)
 app.add_typer(audit_app, name="audit")
+app.command("erase")(erase)

@@ -86,7 +86,8 @@ def ingest_command(
     PATH: archive files (.jsonl, .jsonl.gz), or folders holding them.
 
     Every input line ends in exactly one of: loaded, duplicates (retries and
-    replays), quarantined (with file, line and reason, in the quarantine table).
+    replays), quarantined (with file, line and reason, in the quarantine table),
+    suppressed (it names a person `convo erase` removed).
     Only what is new since the last run is read (files remembered in ingest_files).
     Exit status 75 when another writer holds the warehouse.
     """
@@ -128,8 +129,9 @@ def ingest_command(
     out.print(
         f"ingested {result.files} file(s) ({result.skipped} unchanged, skipped), "
         f"{result.read} lines ({result.bytes_read:,} bytes): {result.loaded} loaded, "
-        f"{result.duplicates} duplicates, {quarantined} quarantined in {result.seconds:.1f} s "
-        f"-> {db_path}"
+        f"{result.duplicates} duplicates, {quarantined} quarantined"
+        + (f", {result.suppressed} suppressed (erased people)" if result.suppressed else "")
+        + f" in {result.seconds:.1f} s -> {db_path}"
     )
     for reason, n in sorted(result.quarantined.items()):
         out.print(f"  quarantined {reason}: {n} (see 'convo webhooks quarantine list')")
@@ -149,6 +151,7 @@ def _report_many(names: list[str | None], results: list[Any], as_json: bool) -> 
         out.print(
             f"{label}: {result.files} file(s), {result.read} lines: {result.loaded} loaded, "
             f"{result.duplicates} duplicates, {sum(result.quarantined.values())} quarantined"
+            + (f", {result.suppressed} suppressed" if result.suppressed else "")
         )
     for result in results:
         print_alarm(result)

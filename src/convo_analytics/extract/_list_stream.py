@@ -328,6 +328,11 @@ class ListStreamRun:
                 if records and paginator.has_next_page:
                     paginator.update_request(request)
                     fetch = asyncio.ensure_future(self.get(request, paginator.probing))
+                content, data, records, dropped = self.run.suppression.page(
+                    self.run.reader or con, self.name, workspace, response.content, data, envelope,
+                    records,
+                )  # fmt: skip
+                result.suppressed += dropped
                 if records:
                     assert fields is not None
                     paths = paths or RecordPaths(
@@ -346,7 +351,7 @@ class ListStreamRun:
                         self._announce(paginator, len(records), len(wanted), updated)
                     details = await self._details(records, fields, wanted)
                     body, scrubbed = self.run.scrubber.page(
-                        workspace, response.content, data, envelope, fields.id
+                        workspace, content, data, envelope, fields.id
                     )
                     scrubbed.extend(self.detail_found)
                     self.detail_found = []

@@ -34,6 +34,8 @@ class StreamResult:
     unchanged: int = 0
     details: int = 0
     details_missing: int = 0
+    #: Records left out: they name a person an erasure removed (D-ERASURE).
+    suppressed: int = 0
     stats: RequestStats = field(default_factory=RequestStats)
     bookmark_before: datetime | None = None
     bookmark_after: datetime | None = None
@@ -75,6 +77,7 @@ class StreamResult:
             "unchanged": self.unchanged,
             "details": self.details,
             "detailsMissing": self.details_missing,
+            "suppressed": self.suppressed,
             "rateLimited": self.stats.rate_limited,
             "retries": self.stats.retries,
             "serverErrors": self.stats.server_errors,
@@ -98,6 +101,8 @@ class StreamResult:
             f"{self.details} details, {self.stats.requests} requests, "
             f"{self.stats.rate_limited} answered 429, {self.stats.retries} retries"
         )
+        if self.suppressed:
+            text += f", {self.suppressed} left out (erased people)"
         if self.status == "partial":
             text = f"PARTIAL: {text}; {self.error}"
         if self.warnings:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from convo_analytics.extract._progress import ProgressSink
     from convo_analytics.extract._scrub import LoadScrubber
     from convo_analytics.extract._streams import ExtractConfig
+    from convo_analytics.extract._suppress import LoadSuppression
     from convo_analytics.extract._workspace import WorkspaceIdentity
 
 __all__ = ["CommitLoader", "ExtractionState"]
@@ -45,6 +46,7 @@ class ExtractionState(Protocol):
     reader: duckdb.DuckDBPyConnection | None
     identity: WorkspaceIdentity
     scrubber: LoadScrubber
+    suppression: LoadSuppression
 
     @property
     def loader(self) -> CommitLoader: ...

@@ -39,6 +39,7 @@ from convo_analytics.extract._secrets import Redactor
 from convo_analytics.extract._shapes import ShapeError
 from convo_analytics.extract._streams import RAW_TABLES, ExtractConfig
 from convo_analytics.extract._summary import SummaryRun
+from convo_analytics.extract._suppress import LoadSuppression
 from convo_analytics.extract._workspace import WorkspaceIdentity
 from convo_analytics.warehouse import defer_checkpoints, open_warehouse
 
@@ -119,6 +120,8 @@ class Extraction:
         self._secrets: list[str] = [config.api_key]
         #: Personal data out of every record before it is written (one scrubber per run).
         self.scrubber = LoadScrubber(config.privacy)
+        #: Records of erased people left out (the suppression list, D-ERASURE).
+        self.suppression = LoadSuppression(config.privacy)
 
     async def run(self, shared: duckdb.DuckDBPyConnection | None = None) -> ExtractResult:
         """Extract every stream of the workspace; with ``shared`` (several workspaces at

@@ -26,7 +26,7 @@ from convo_analytics.extract._shapes import value_at
 from convo_analytics.privacy import PrivacyConfig, Scrubber
 from convo_analytics.warehouse import FindingRow
 
-__all__ = ["LoadScrubber"]
+__all__ = ["LoadScrubber", "replaced_at"]
 
 
 class LoadScrubber:
@@ -75,12 +75,12 @@ class LoadScrubber:
         if envelope is None:
             return (_dumps(scrubbed) if found else body), found
         rest = self._for(workspace).scrub_payload(
-            _replaced(data, envelope, []), identifiers_hashed=True
+            replaced_at(data, envelope, []), identifiers_hashed=True
         )
         found.extend((None, f.kind, f.hash) for f in rest.findings)
         if not found:
             return body, found
-        return _dumps(_replaced(rest.value, envelope, scrubbed)), found
+        return _dumps(replaced_at(rest.value, envelope, scrubbed)), found
 
     def detail(
         self, workspace: str, body: bytes, data: Any, record_id: str, id_path: str | None
@@ -114,7 +114,7 @@ def _dumps(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def _replaced(data: Any, envelope: str, value: Any) -> Any:
+def replaced_at(data: Any, envelope: str, value: Any) -> Any:
     """A copy of ``data`` with ``value`` at the key path ``envelope`` (dicts on the way
     copied, the rest shared): the whole key first, as ``value_at`` reads it."""
     if not isinstance(data, dict):
@@ -124,7 +124,7 @@ def _replaced(data: Any, envelope: str, value: Any) -> Any:
     head, _, rest = envelope.partition(".")
     while rest:
         if head in data and isinstance(data[head], dict):
-            return {**data, head: _replaced(data[head], rest, value)}
+            return {**data, head: replaced_at(data[head], rest, value)}
         step, _, rest = rest.partition(".")
         head = f"{head}.{step}"
     return data

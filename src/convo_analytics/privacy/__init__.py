@@ -29,10 +29,17 @@ from convo_analytics.privacy._scrub import (
     local_mac_key,
 )
 from convo_analytics.privacy._spans import BUILTIN_KINDS, Span
+from convo_analytics.privacy._subject import (
+    SUBJECT_KINDS,
+    SubjectHasher,
+    SubjectKind,
+    names_suppressed,
+)
 
 __all__ = [
     "BUILTIN_KINDS",
     "MODES",
+    "SUBJECT_KINDS",
     "Detector",
     "ExtraPattern",
     "Finding",
@@ -42,8 +49,11 @@ __all__ = [
     "ScrubbedPayload",
     "Scrubber",
     "Span",
+    "SubjectHasher",
+    "SubjectKind",
     "is_identifier_key",
     "local_mac_key",
+    "names_suppressed",
     "parse_extra_patterns",
     "privacy_config",
 ]

@@ -190,7 +190,8 @@ def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
     subject a new event names (an escalation merged from events of two conversations
     moves its time; the marts may have counted it for another). Then the conversations
     of webhook facts whose id a changed detail of their workspace lists or listed:
-    whether such an event counts depends on that detail.
+    whether such an event counts depends on that detail. And the conversations an
+    erasure removed (``transform_pending``): no row names them any more.
     """
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _transform_changed_leads AS
@@ -222,6 +223,7 @@ def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:
         f"""CREATE OR REPLACE TEMP TABLE _transform_direct AS
         SELECT workspace_id, id FROM conversations
         WHERE {written_by_new_runs(con, "conversations", "last_run_id")}
+        UNION SELECT workspace_id, conversation_id FROM transform_pending
         UNION SELECT {key} FROM _transform_changed_leads
         UNION SELECT {key} FROM mart_conversations
               WHERE (workspace_id, lead_id) IN (

@@ -254,6 +254,7 @@ def _finish(
     """What every run writes with its marts: watermarks, state, counts, reconciliation."""
     full = result.mode == "full"
     record_watermarks(con, result.transform_run_id, replace=full)
+    con.execute("DELETE FROM transform_pending")  # recomputed with the rest (D-ERASURE)
     write_state(
         con,
         tuple(config.timezones),

@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 
 from convo_analytics.errors import UserError
+from convo_analytics.warehouse._erasure_tables import ERASURE_TABLES
 from convo_analytics.warehouse._ingest_tables import INGEST_TABLES
 from convo_analytics.warehouse._marts import MART_TABLES
 from convo_analytics.warehouse._monitor_tables import MONITOR_TABLES
@@ -23,7 +24,7 @@ from convo_analytics.warehouse._transaction import transaction
 #: Every table of the warehouse: what extract and ingest load, the ingest's own, the marts.
 ALL_TABLES = (
     *SOURCE_TABLES, *PRIVACY_TABLES, *INGEST_TABLES, *MART_TABLES, *TOPIC_TABLES,
-    *MONITOR_TABLES, PIPELINE_RUNS,
+    *MONITOR_TABLES, *ERASURE_TABLES, PIPELINE_RUNS,
 )  # fmt: skip
 
 

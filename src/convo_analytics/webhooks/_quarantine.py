@@ -112,7 +112,8 @@ def replay(
 
     secret_count = sum(len(k.secrets) for k in keys.values())
     hint = "; ".join(dict.fromkeys(k.hint for k in keys.values())) or "the configured secrets"
-    return recorded_run(db_path, result, secret_count, options, hint, read)
+    privacy = next((k.privacy for k in keys.values() if k.privacy is not None), None)
+    return recorded_run(db_path, result, secret_count, options, hint, read, privacy)
 
 
 def check_replay(

@@ -35,6 +35,7 @@ from convo_analytics.webhooks._files import (
 )
 from convo_analytics.webhooks._ingest import Ingester, IngestOptions, _Chunk
 from convo_analytics.webhooks._scrub import DeliveryScrubber
+from convo_analytics.webhooks._suppress import EventSuppression
 from convo_analytics.webhooks._workspace import EndpointWorkspace, WorkspaceScope
 
 #: Where the secrets come from, named by the signature alarm (never the secrets).
@@ -63,6 +64,8 @@ class IngestResult:
     changed: list[dict[str, str]] = field(default_factory=list)
     held_back: int = 0
     alarm: str | None = None
+    #: Events left out: they name a person an erasure removed (D-ERASURE).
+    suppressed: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +74,7 @@ class IngestResult:
             "read": self.read,
             "loaded": self.loaded,
             "duplicates": self.duplicates,
+            "suppressed": self.suppressed,
             "quarantined": dict(sorted(self.quarantined.items())),
             "signatureReadings": dict(sorted(self.readings.items())),
             "eventTypes": dict(sorted(self.types.items())),
@@ -144,7 +148,7 @@ def ingest(
                 last = chunk
             _count_file(result, plan, last)
 
-    return recorded_run(db_path, result, len(secrets), options, secret_hint, read)
+    return recorded_run(db_path, result, len(secrets), options, secret_hint, read, privacy)
 
 
 def new_ingester(
@@ -181,6 +185,7 @@ def recorded_run(
     options: IngestOptions,
     secret_hint: str,
     work: Callable[[Any, datetime, Loader], None],
+    privacy: PrivacyConfig | None = None,
 ) -> IngestResult:
     """Run ``work`` (an ingest or a replay) as one ``ingest_runs`` row: begun, loaded through
     a Loader, judged by the signature alarm, recorded as ok or failed (and why)."""
@@ -189,7 +194,9 @@ def recorded_run(
     collecting = gc.isenabled()
     try:
         try:
-            loader = Loader(con, result, replay=result.kind == "replay")
+            loader = Loader(
+                con, result, replay=result.kind == "replay", suppression=EventSuppression(privacy)
+            )
             # Each line makes a few JSON trees, freed by reference counting (they hold no
             # cycles): the cyclic collector would only scan them, a fifth of the reading time.
             gc.disable()
@@ -258,10 +265,19 @@ class Loader:
     ``replay``: quarantined lines read again update their rows instead of being added.
     """
 
-    def __init__(self, con: Any, result: IngestResult, *, replay: bool = False) -> None:
+    def __init__(
+        self,
+        con: Any,
+        result: IngestResult,
+        *,
+        replay: bool = False,
+        suppression: EventSuppression | None = None,
+    ) -> None:
         self.con = con
         self.result = result
         self.replay = replay
+        #: Events of erased people left out before they are stored (D-ERASURE).
+        self.suppression = suppression or EventSuppression(None)
         self.ord = 0
         self.error: BaseException | None = None
         self.queue: queue.Queue[
@@ -323,6 +339,7 @@ class Loader:
                 staged, rejected, lines, state, binding, found = item
                 now = datetime.now(UTC)
                 self._checkpoint_if_needed(staged)
+                staged, found, suppressed = self.suppression.filter(con, staged, found)
                 with transaction(con):
                     if binding is not None:  # learned from this chunk's first claim
                         bind_workspace(con, *binding, "webhook", None, run_id)
@@ -339,6 +356,7 @@ class Loader:
                 result.read += lines
                 result.loaded += counts.loaded
                 result.duplicates += counts.duplicates
+                result.suppressed += suppressed
                 result.quarantined.update(counts.quarantined)
                 result.quarantined.update(rejected.column("reason").to_pylist())
                 result.readings.update(counts.readings)

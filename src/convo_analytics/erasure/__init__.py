@@ -1,0 +1,19 @@
+"""Erasure and access requests: one person of one workspace, in every store (issue 30).
+
+``erase_person`` removes a person's records (found by ``externalUserId`` or email,
+``_person``) from the warehouse, the marts and the published snapshots, adds them to
+the suppression list extract and ingest honour, and certifies it in ``erasure_log``
+(D-ERASURE).
+"""
+
+from convo_analytics.erasure._erase import ErasureResult, erase_person, resolve_workspace
+from convo_analytics.erasure._person import Found, PersonRequest, find_person
+
+__all__ = [
+    "ErasureResult",
+    "Found",
+    "PersonRequest",
+    "erase_person",
+    "find_person",
+    "resolve_workspace",
+]

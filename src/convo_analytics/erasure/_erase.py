@@ -1,0 +1,248 @@
+"""``convo erase``: one person removed from every store, kept out, and certified.
+
+The order, each step safe to repeat (D-ERASURE):
+
+1. under the warehouse writers' lock (and the published folder's), find the person;
+2. in one transaction: an ``erasure_log`` row saying the erasure started (with what
+   was found), the person's subject hashes added to ``erasure_suppressions`` (so from
+   here on no extraction or ingest brings them back), their rows deleted, their
+   conversations queued in ``transform_pending``;
+3. the incremental transform: the marts lose their facts;
+4. the warehouse file rewritten (no freed block keeps their bytes);
+5. a new snapshot published and every older one removed (``keep = 1`` for this
+   publish, whatever ``publish.keep``: the older ones hold the person);
+6. an ``erasure_log`` row with the certificate, and an audit record.
+
+A kill anywhere leaves a started erasure without its completion; running the same
+``convo erase`` again finds it (by the person's subject hash), does what is left (the
+steps find nothing left to delete, and redo the rest) and completes it, its
+certificate counting what the first attempt removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+
+from convo_analytics.audit import auditor
+from convo_analytics.config import Settings
+from convo_analytics.erasure._person import Found, PersonRequest, find_person, subject_hash
+from convo_analytics.erasure._warehouse import (
+    TableHit,
+    count_rows,
+    delete_rows,
+    rewrite_file,
+    user_texts,
+)
+from convo_analytics.errors import UserError
+from convo_analytics.privacy import PrivacyConfig, SubjectHasher, privacy_config
+from convo_analytics.warehouse import open_warehouse, transaction
+from convo_analytics.warehouse._erasure_tables import add_pending, add_suppressions
+
+__all__ = ["ErasureResult", "erase_person", "resolve_workspace"]
+
+
+@dataclass
+class ErasureResult:
+    """What an erasure did (or, dry, would do): its certificate."""
+
+    certificate: dict[str, Any] = field(default_factory=dict)
+    dry_run: bool = False
+
+
+def resolve_workspace(con: duckdb.DuckDBPyConnection, name: str) -> tuple[str, str]:
+    """(id, name) of the warehouse's workspace called ``name`` (or of that id)."""
+    rows = con.execute("SELECT workspace_id, name FROM workspaces ORDER BY name").fetchall()
+    for wanted in ((r for r in rows if r[1] == name), (r for r in rows if r[0] == name)):
+        for row in wanted:
+            return str(row[0]), str(row[1])
+    known = ", ".join(str(r[1]) for r in rows) or "none"
+    raise UserError(f"--workspace {name!r}: no such workspace in the warehouse; it holds: {known}")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _started(
+    con: duckdb.DuckDBPyConnection, workspace_id: str, subject: str
+) -> tuple[str, int, dict[str, Any]] | None:
+    """The latest erasure of this person that started and did not complete: its id,
+    next step, and certificate so far."""
+    rows = con.execute(
+        """SELECT erasure_id, max(step), arg_max(status, step), arg_max(certificate, step)
+           FROM erasure_log WHERE workspace_id = ? AND subject_hash = ?
+           GROUP BY erasure_id ORDER BY max(logged_at) DESC LIMIT 1""",
+        [workspace_id, subject],
+    ).fetchall()
+    if not rows or rows[0][2] == "complete":
+        return None
+    erasure_id, step, _, certificate = rows[0]
+    return str(erasure_id), int(step) + 1, orjson.loads(certificate) if certificate else {}
+
+
+def _log(
+    con: duckdb.DuckDBPyConnection,
+    erasure_id: str,
+    step: int,
+    workspace_id: str,
+    subject: str,
+    status: str,
+    certificate: dict[str, Any],
+) -> None:
+    con.execute(
+        "INSERT INTO erasure_log VALUES (?, ?, ?, ?, ?, now(), ?)",
+        [erasure_id, step, workspace_id, subject, status, orjson.dumps(certificate).decode()],
+    )
+
+
+def _merged(before: dict[str, int], now: list[TableHit]) -> dict[str, int]:
+    counts = dict(before)
+    for hit in now:
+        counts[hit.table] = counts.get(hit.table, 0) + hit.rows
+    return {k: v for k, v in sorted(counts.items()) if v}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _suppress(found: Found, request: PersonRequest, privacy: PrivacyConfig) -> dict[str, list[str]]:
+    hasher = SubjectHasher(privacy, request.workspace_id)
+    return {
+        request.kind: [hasher.hash(request.kind, request.value)],
+        "conversation": [hasher.hash("conversation", c) for c in sorted(found.conversations)],
+        "lead": [hasher.hash("lead", lead) for lead in sorted(found.leads)],
+    }
+
+
+def erase_person(
+    settings: Settings, workspace: str, kind: str, value: str, *, dry_run: bool = False
+) -> ErasureResult:
+    """Erase one person (see the module); ``dry_run`` only says what would go."""
+    from convo_analytics.pipeline import warehouse_writer
+    from convo_analytics.publish import publish_snapshot
+    from convo_analytics.transform import run_transform, transform_config
+    from convo_analytics.warehouse import require_existing
+
+    if kind not in ("external_user_id", "email"):
+        raise ValueError(kind)
+    if not value.strip():
+        raise UserError(f"--{kind.replace('_', '-')}: give the person's identifier (it is empty)")
+    db_path = settings.require_path("warehouse.path")
+    require_existing(db_path)
+    config = transform_config(settings, reconcile=False) if not dry_run else None
+    audit = auditor(settings)  # a log that cannot be written stops it before anything
+    with warehouse_writer(settings, "convo erase", publishes=not dry_run):
+        con = open_warehouse(db_path, must_exist=True)  # a dry run too: the schema is current
+        try:
+            ws_id, ws_name = resolve_workspace(con, workspace)
+            request = PersonRequest(ws_id, ws_name, kind, value)  # type: ignore[arg-type]
+            privacy = privacy_config(settings, ws_id)
+            subject = subject_hash(request, privacy)
+            found = find_person(con, request, privacy)
+            names = {ws_id, ws_name}
+            certificate: dict[str, Any] = {
+                "workspace": ws_name,
+                "workspaceId": ws_id,
+                "subject": subject,
+                "identifierKind": kind,
+                "found": {
+                    "conversations": len(found.conversations),
+                    "leads": len(found.leads),
+                    "events": len(found.events),
+                },
+            }
+            if dry_run:
+                hits = count_rows(con, ws_id, found, names)
+                certificate["status"] = "dry-run"
+                certificate["stores"] = {
+                    "warehouse": {"path": str(db_path), "tables": _merged({}, hits)},
+                    "published snapshots": _snapshot_files(settings),
+                }
+                if audit is not None:
+                    audit.record("erasure.dry_run", what=f"convo erase --dry-run ({kind})",
+                                 rows=sum(h.rows for h in hits), workspace=ws_name,
+                                 subjects=(value,))  # fmt: skip
+                return ErasureResult(certificate, dry_run=True)
+            resumed = _started(con, ws_id, subject)
+            erasure_id, step, before = resumed or (uuid.uuid4().hex[:16], 0, {})
+            certificate["erasureId"] = erasure_id
+            certificate["requestedAt"] = before.get("requestedAt") or _now()
+            prior = before.get("stores", {}).get("warehouse", {}).get("tables", {})
+            texts = user_texts(con, ws_id, found)
+            with transaction(con):
+                hits = delete_rows(con, ws_id, found, names, texts)
+                tables = _merged(prior, hits)
+                certificate["stores"] = {"warehouse": {"path": str(db_path), "tables": tables}}
+                certificate["status"] = "started"
+                _log(con, erasure_id, step, ws_id, subject, "started", certificate)
+                added = add_suppressions(
+                    con, ws_id, _suppress(found, request, privacy), erasure_id, datetime.now(UTC)
+                )
+                add_pending(con, ws_id, found.conversations, f"erasure {erasure_id}")
+            assert config is not None
+            transformed = run_transform(con, config)
+        finally:
+            con.close()
+        rewrite_file(db_path)
+        con = open_warehouse(db_path, must_exist=True)
+        try:
+            stores = certificate["stores"]
+            stores["warehouse"]["rewritten"] = {
+                "sha256": _sha256(db_path),
+                "bytes": db_path.stat().st_size,
+            }
+            stores["marts"] = {
+                "recomputed": "incremental" if transformed.mode != "full" else "full",
+                "transformRunId": transformed.transform_run_id,
+            }
+            stores["suppression list"] = {"added": added + int(before.get("suppressed", 0))}
+            certificate["suppressed"] = stores["suppression list"]["added"]
+            folder = settings.get_path("publish.dir")
+            if folder is not None and folder.is_dir():
+                removed = [p.name for p in _snapshot_paths(folder)]
+                snap = publish_snapshot(con, db_path, folder, keep=1)
+                stores["published snapshots"] = {
+                    "published": snap.path.name,
+                    "sha256": _sha256(snap.path),
+                    "removed": sorted(set(removed) - {snap.path.name}),
+                }
+            certificate["completedAt"] = _now()
+            certificate["status"] = "complete"
+            with transaction(con):
+                _log(con, erasure_id, step + 1, ws_id, subject, "complete", certificate)
+        finally:
+            con.close()
+    if audit is not None:
+        sealed = hashlib.sha256(orjson.dumps(certificate, option=orjson.OPT_SORT_KEYS))
+        audit.record("erasure", what=f"convo erase ({kind})",
+                     rows=sum(certificate["stores"]["warehouse"]["tables"].values()),
+                     workspace=certificate["workspace"], subjects=(value,),
+                     detail={"erasureId": certificate["erasureId"],
+                             "certificateSha256": sealed.hexdigest()})  # fmt: skip
+    return ErasureResult(certificate)
+
+
+def _snapshot_paths(folder: Path) -> list[Path]:
+    from convo_analytics.publish._pointer import PREFIX, SUFFIX
+
+    return sorted(folder.glob(f"{PREFIX}*{SUFFIX}"))
+
+
+def _snapshot_files(settings: Settings) -> dict[str, Any]:
+    folder = settings.get_path("publish.dir")
+    if folder is None or not folder.is_dir():
+        return {"files": []}
+    return {"files": [p.name for p in _snapshot_paths(folder)], "action": "all replaced by one"}
