@@ -129,7 +129,11 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prepared]:
             '[privacy]\ngenerated_key_file = "data/app-state/privacy.key"\n'
         )
         ok(convo(folder, "extract"))
-        ok(convo(folder, "webhooks", "ingest", "-w", "acme", str(archive)))
+        # as if received: a copy in acme's archive folder, which the erasure rewrites
+        received = folder / "data" / "webhooks" / "workspaces" / "acme"
+        received.mkdir(parents=True)
+        shutil.copyfile(archive, received / "deliveries-2026-11-01.jsonl.gz")
+        ok(convo(folder, "webhooks", "ingest", "-w", "acme", str(received)))
         ok(convo(folder, "transform"))
         ok(convo(folder, "publish"))
         yield Prepared(folder, archive, running, ids)
@@ -232,6 +236,10 @@ def test_the_person_leaves_every_file_of_the_data_folder_and_stays_out(prepared:
     # the snapshot is the rewritten file, as it was before the certificate's own row
     assert stores["warehouse"]["rewritten"]["sha256"] == digest
     assert stores["published snapshots"]["removed"], "the older snapshot held the person"
+    [rewritten] = stores["webhook archives"]["files"]
+    assert rewritten["path"].endswith("workspaces/acme/deliveries-2026-11-01.jsonl.gz")
+    assert rewritten["lines"] > 0
+    assert rewritten["sha256"] == hashlib.sha256(Path(rewritten["path"]).read_bytes()).hexdigest()
     # no file under the data folder holds an id of theirs or what they typed, and no row of
     # acme their identifier
     assert files_holding(folder / "data", values) == {}

@@ -44,7 +44,8 @@ from convo_analytics.erasure._warehouse import (
 from convo_analytics.errors import UserError
 from convo_analytics.privacy import PrivacyConfig, SubjectHasher, privacy_config
 from convo_analytics.warehouse import open_warehouse, transaction
-from convo_analytics.warehouse._erasure_tables import add_pending, add_suppressions
+from convo_analytics.warehouse._erasure_tables import add_pending, add_suppressions, suppressed
+from convo_analytics.webhooks import ArchiveRewrite, erase_archive_lines
 
 __all__ = ["ErasureResult", "erase_person", "resolve_workspace"]
 
@@ -120,8 +121,8 @@ def _sha256(path: Path) -> str:
 
 def _suppress(found: Found, request: PersonRequest, privacy: PrivacyConfig) -> dict[str, list[str]]:
     hasher = SubjectHasher(privacy, request.workspace_id)
-    return {
-        request.kind: [hasher.hash(request.kind, request.value)],
+    return {  # the identifier as given and as scrubbing stored it (a sealed archive line)
+        request.kind: sorted({hasher.hash(request.kind, f) for f in {request.value, *found.forms}}),
         "conversation": [hasher.hash("conversation", c) for c in sorted(found.conversations)],
         "lead": [hasher.hash("lead", lead) for lead in sorted(found.leads)],
     }
@@ -168,7 +169,7 @@ def erase_person(
                 hits = count_rows(con, ws_id, found, names)
                 certificate["status"] = "dry-run"
                 certificate["stores"] = {
-                    "warehouse": {"path": str(db_path), "tables": _merged({}, hits)},
+                    "warehouse": {"path": str(db_path.resolve()), "tables": _merged({}, hits)},
                     "published snapshots": _snapshot_files(settings),
                 }
                 if audit is not None:
@@ -185,7 +186,7 @@ def erase_person(
             with transaction(con):
                 hits = delete_rows(con, ws_id, found, names, texts)
                 tables = _merged(prior, hits)
-                certificate["stores"] = {"warehouse": {"path": str(db_path), "tables": tables}}
+                certificate["stores"] = {"warehouse": {"path": str(db_path.resolve()), "tables": tables}}
                 certificate["status"] = "started"
                 _log(con, erasure_id, step, ws_id, subject, "started", certificate)
                 added = add_suppressions(
@@ -194,6 +195,9 @@ def erase_person(
                 add_pending(con, ws_id, found.conversations, f"erasure {erasure_id}")
             assert config is not None
             transformed = run_transform(con, config)
+            archives = _erase_archives(settings, con, ws_id, ws_name, privacy)
+            earlier = before.get("stores", {}).get("webhook archives", {}).get("files", [])
+            certificate["stores"]["webhook archives"] = _archive_entry(earlier, archives)
         finally:
             con.close()
         rewrite_file(db_path)
@@ -233,6 +237,35 @@ def erase_person(
                      detail={"erasureId": certificate["erasureId"],
                              "certificateSha256": sealed.hexdigest()})  # fmt: skip
     return ErasureResult(certificate)
+
+
+def _erase_archives(
+    settings: Settings,
+    con: duckdb.DuckDBPyConnection,
+    ws_id: str,
+    ws_name: str,
+    privacy: PrivacyConfig,
+) -> list[ArchiveRewrite]:
+    """The receiver's archive files of the workspace without the lines of anyone on its
+    suppression list (this person included: the list, not their ids, which the
+    warehouse no longer holds on a re-run)."""
+    archive_dir = settings.get_path("webhooks.archive_dir")
+    if archive_dir is None:
+        return []
+    return erase_archive_lines(
+        archive_dir.resolve(), ws_name, ws_id, SubjectHasher(privacy, ws_id), suppressed(con, ws_id),
+        flat_is_workspace=not settings.workspaces,
+    )  # fmt: skip
+
+
+def _archive_entry(earlier: list[dict[str, Any]], now: list[ArchiveRewrite]) -> dict[str, Any]:
+    files = {f["path"]: f for f in earlier}
+    for rewrite in now:
+        before = files.get(rewrite.path, {}).get("lines", 0)
+        files[rewrite.path] = {"path": rewrite.path, "lines": before + rewrite.lines,
+                               "sha256": rewrite.sha256}  # fmt: skip
+    listed = sorted(files.values(), key=lambda f: f["path"])
+    return {"files": listed, "lines": sum(f["lines"] for f in listed)}
 
 
 def _snapshot_paths(folder: Path) -> list[Path]:

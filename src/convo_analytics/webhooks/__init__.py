@@ -1,6 +1,7 @@
 """Webhook events: signatures, the delivery archive format, receiving and ingesting."""
 
 from convo_analytics.webhooks._archive import archive_line, parse_archive_line
+from convo_analytics.webhooks._archive_erase import ArchiveRewrite, erase_archive_lines
 from convo_analytics.webhooks._archive_writer import ArchiveWriter
 from convo_analytics.webhooks._endpoints import (
     EndpointKeys,
@@ -45,6 +46,7 @@ __all__ = [
     "SIGNATURE_HEADERS",
     "SIGNATURE_PREFIX",
     "WORKSPACE_UNKNOWN",
+    "ArchiveRewrite",
     "ArchiveWriter",
     "EndpointKeys",
     "EndpointWorkspace",
@@ -61,6 +63,7 @@ __all__ = [
     "check_replay",
     "create_receiver_app",
     "endpoint_keys",
+    "erase_archive_lines",
     "flat_keys",
     "ingest",
     "ingest_batches",

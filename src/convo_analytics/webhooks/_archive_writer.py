@@ -20,6 +20,7 @@ closed with a newline before appending, so that it cannot corrupt the next one.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import gzip
 import logging
 import os
@@ -84,6 +85,20 @@ def compress_file(plain: Path) -> Path:
         n += 1
         target = plain.with_name(f"{stem}.{n}.jsonl.gz")
     partial = target.with_name(target.name + ".partial")
+    lock = os.open(plain, os.O_RDONLY)  # an erasure rewriting it waits, or is waited for
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _gzip_into(plain, partial)
+        os.replace(partial, target)
+        _fsync_dir(plain.parent)
+        plain.unlink()
+    finally:
+        os.close(lock)
+    _fsync_dir(plain.parent)
+    return target
+
+
+def _gzip_into(plain: Path, partial: Path) -> None:
     with plain.open("rb") as src, partial.open("wb") as raw:
         with gzip.GzipFile(
             filename=plain.name, mode="wb", fileobj=raw, compresslevel=6, mtime=0
@@ -92,11 +107,6 @@ def compress_file(plain: Path) -> Path:
                 z.write(chunk)
         raw.flush()
         os.fsync(raw.fileno())
-    os.replace(partial, target)
-    _fsync_dir(plain.parent)
-    plain.unlink()
-    _fsync_dir(plain.parent)
-    return target
 
 
 _Pending = tuple[date, bytes, asyncio.Future[None]]
@@ -247,17 +257,41 @@ class ArchiveWriter:
             self._fd = self._open(self.path_for(day))
             self._day = day
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
-            os.fsync(self._fd)
+            self._hold(self.path_for(day))
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(self._fd, view)
+                    view = view[written:]
+                os.fsync(self._fd)
+            finally:
+                if self._fd is not None:
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
         except OSError:
             # Reopen next time, so that a line torn by this failure is closed first.
             os.close(self._fd)
             self._fd = None
             raise
         return rotated
+
+    def _hold(self, path: Path) -> None:
+        """Take the file's lock, reopening it first if an erasure replaced it meanwhile
+        (``_archive_erase``: it rewrites a file under the same lock): the lines go to the
+        file of that name, never to one no longer in the folder."""
+        for _ in range(100):  # each turn means another rewrite in between: bounded
+            assert self._fd is not None
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(path).st_ino == os.fstat(self._fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                return
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+            self._fd = self._open(path)
+        raise ArchiveError(f"archive {path} kept being replaced while a line was written")
 
     def _open(self, path: Path) -> int:
         existed = path.exists()
