@@ -338,3 +338,19 @@ def test_a_kill_at_any_moment_and_a_rerun_reach_the_same_end(prepared: Prepared)
     assert complete >= 1
     assert files_holding(prepared.folder / "data", set(TEXTS)) == {}
     assert _acme_rows_naming(prepared.db, PERSON) == 0
+
+
+def test_a_workspace_run_as_a_shard_is_erased_there_too(prepared: Prepared) -> None:
+    """Scale-out keeps a workspace's share in ``shards/NAME.duckdb`` beside the warehouse
+    (here a copy of the warehouse, with its own published folder): both lose the person."""
+    shard = prepared.db.parent / "shards" / "acme.duckdb"
+    shard.parent.mkdir()
+    shutil.copyfile(prepared.db, shard)
+    (shard.parent / "published" / "acme").mkdir(parents=True)
+    cert = json.loads(ok(convo(prepared.folder, "erase", "-w", "acme", "--external-user-id",
+                               PERSON, "--json")))  # fmt: skip
+    assert cert["found"]["conversations"] == 4  # two in each warehouse
+    assert cert["stores"]["shard warehouse"]["tables"]["conversations"] == 2
+    assert cert["stores"]["shard published snapshots"]["published"]
+    assert _person_count(prepared.db) == 0 and _person_count(shard) == 0
+    assert files_holding(prepared.db.parent, {*TEXTS, *prepared.conversations}) == {}

@@ -58,6 +58,10 @@ class ErasureResult:
     dry_run: bool = False
 
 
+class _NotHere(UserError):
+    """The warehouse holds no workspace of that name (a shard may)."""
+
+
 def resolve_workspace(con: duckdb.DuckDBPyConnection, name: str) -> tuple[str, str]:
     """(id, name) of the warehouse's workspace called ``name`` (or of that id)."""
     rows = con.execute("SELECT workspace_id, name FROM workspaces ORDER BY name").fetchall()
@@ -65,7 +69,7 @@ def resolve_workspace(con: duckdb.DuckDBPyConnection, name: str) -> tuple[str, s
         for row in wanted:
             return str(row[0]), str(row[1])
     known = ", ".join(str(r[1]) for r in rows) or "none"
-    raise UserError(f"--workspace {name!r}: no such workspace in the warehouse; it holds: {known}")
+    raise _NotHere(f"--workspace {name!r}: no such workspace in the warehouse; it holds: {known}")
 
 
 def _now() -> str:
@@ -131,20 +135,73 @@ def _suppress(found: Found, request: PersonRequest, privacy: PrivacyConfig) -> d
 def erase_person(
     settings: Settings, workspace: str, kind: str, value: str, *, dry_run: bool = False
 ) -> ErasureResult:
-    """Erase one person (see the module); ``dry_run`` only says what would go."""
-    from convo_analytics.pipeline import warehouse_writer
-    from convo_analytics.publish import publish_snapshot
-    from convo_analytics.transform import run_transform, transform_config
-    from convo_analytics.warehouse import require_existing
+    """Erase one person (see the module) from the warehouse and, when the workspace runs
+    as a shard (scale-out, ``shards/NAME.duckdb`` with its own snapshots), from its
+    shard too; ``dry_run`` only says what would go."""
+    from convo_analytics.pipeline._shards import shard_path, shard_settings
 
     if kind not in ("external_user_id", "email"):
         raise ValueError(kind)
     if not value.strip():
         raise UserError(f"--{kind.replace('_', '-')}: give the person's identifier (it is empty)")
+    audit = auditor(settings)  # a log that cannot be written stops it before anything
+    shard = (
+        shard_settings(settings, workspace)
+        if any(w.name == workspace for w in settings.workspaces)
+        and shard_path(settings, workspace).exists()
+        else None
+    )
+    main: ErasureResult | None = None
+    try:
+        main = _erase_in(settings, workspace, kind, value, dry_run)
+    except _NotHere:
+        if shard is None:
+            raise
+    except UserError:
+        if shard is None or settings.require_path("warehouse.path").exists():
+            raise
+    result = main
+    if shard is not None:
+        sharded = _erase_in(shard, workspace, kind, value, dry_run)
+        result = _with_shard(main, sharded) if main is not None else sharded
+    assert result is not None
+    certificate = result.certificate
+    if audit is not None and dry_run:
+        audit.record("erasure.dry_run", what=f"convo erase --dry-run ({kind})",
+                     rows=sum(certificate["stores"]["warehouse"]["tables"].values()),
+                     workspace=certificate["workspace"], subjects=(value,))  # fmt: skip
+    elif audit is not None:
+        sealed = hashlib.sha256(orjson.dumps(certificate, option=orjson.OPT_SORT_KEYS))
+        audit.record("erasure", what=f"convo erase ({kind})",
+                     rows=sum(certificate["stores"]["warehouse"]["tables"].values()),
+                     workspace=certificate["workspace"], subjects=(value,),
+                     detail={"erasureId": certificate.get("erasureId"),
+                             "certificateSha256": sealed.hexdigest()})  # fmt: skip
+    return result
+
+
+def _with_shard(main: ErasureResult, shard: ErasureResult) -> ErasureResult:
+    """The warehouse's certificate with the shard's stores beside its own."""
+    cert = dict(main.certificate)
+    other = shard.certificate
+    cert["found"] = {k: v + other["found"].get(k, 0) for k, v in cert["found"].items()}
+    cert["stores"] = {**cert["stores"],
+                      **{f"shard {k}": v for k, v in other.get("stores", {}).items()}}  # fmt: skip
+    return ErasureResult(cert, dry_run=main.dry_run)
+
+
+def _erase_in(
+    settings: Settings, workspace: str, kind: str, value: str, dry_run: bool
+) -> ErasureResult:
+    """The erasure in the warehouse ``settings`` name (a shard's, narrowed)."""
+    from convo_analytics.pipeline import warehouse_writer
+    from convo_analytics.publish import publish_snapshot
+    from convo_analytics.transform import run_transform, transform_config
+    from convo_analytics.warehouse import require_existing
+
     db_path = settings.require_path("warehouse.path")
     require_existing(db_path)
     config = transform_config(settings, reconcile=False) if not dry_run else None
-    audit = auditor(settings)  # a log that cannot be written stops it before anything
     with warehouse_writer(settings, "convo erase", publishes=not dry_run):
         con = open_warehouse(db_path, must_exist=True)  # a dry run too: the schema is current
         try:
@@ -172,10 +229,6 @@ def erase_person(
                     "warehouse": {"path": str(db_path.resolve()), "tables": _merged({}, hits)},
                     "published snapshots": _snapshot_files(settings),
                 }
-                if audit is not None:
-                    audit.record("erasure.dry_run", what=f"convo erase --dry-run ({kind})",
-                                 rows=sum(h.rows for h in hits), workspace=ws_name,
-                                 subjects=(value,))  # fmt: skip
                 return ErasureResult(certificate, dry_run=True)
             resumed = _started(con, ws_id, subject)
             erasure_id, step, before = resumed or (uuid.uuid4().hex[:16], 0, {})
@@ -186,7 +239,9 @@ def erase_person(
             with transaction(con):
                 hits = delete_rows(con, ws_id, found, names, texts)
                 tables = _merged(prior, hits)
-                certificate["stores"] = {"warehouse": {"path": str(db_path.resolve()), "tables": tables}}
+                certificate["stores"] = {
+                    "warehouse": {"path": str(db_path.resolve()), "tables": tables}
+                }
                 certificate["status"] = "started"
                 _log(con, erasure_id, step, ws_id, subject, "started", certificate)
                 added = add_suppressions(
@@ -229,13 +284,6 @@ def erase_person(
                 _log(con, erasure_id, step + 1, ws_id, subject, "complete", certificate)
         finally:
             con.close()
-    if audit is not None:
-        sealed = hashlib.sha256(orjson.dumps(certificate, option=orjson.OPT_SORT_KEYS))
-        audit.record("erasure", what=f"convo erase ({kind})",
-                     rows=sum(certificate["stores"]["warehouse"]["tables"].values()),
-                     workspace=certificate["workspace"], subjects=(value,),
-                     detail={"erasureId": certificate["erasureId"],
-                             "certificateSha256": sealed.hexdigest()})  # fmt: skip
     return ErasureResult(certificate)
 
 
@@ -252,8 +300,9 @@ def _erase_archives(
     archive_dir = settings.get_path("webhooks.archive_dir")
     if archive_dir is None:
         return []
+    hasher = SubjectHasher(privacy, ws_id)
     return erase_archive_lines(
-        archive_dir.resolve(), ws_name, ws_id, SubjectHasher(privacy, ws_id), suppressed(con, ws_id),
+        archive_dir.resolve(), ws_name, ws_id, hasher, suppressed(con, ws_id),
         flat_is_workspace=not settings.workspaces,
     )  # fmt: skip
 
