@@ -278,6 +278,8 @@ def _erase_in(
                     "sha256": _sha256(snap.path),
                     "removed": sorted(set(removed) - {snap.path.name}),
                 }
+            if folder is not None and folder.is_dir():
+                stores["lake copies"] = {"removed": _remove_lake_copies(folder)}
             certificate["completedAt"] = _now()
             certificate["status"] = "complete"
             with transaction(con):
@@ -315,6 +317,18 @@ def _archive_entry(earlier: list[dict[str, Any]], now: list[ArchiveRewrite]) -> 
                                "sha256": rewrite.sha256}  # fmt: skip
     listed = sorted(files.values(), key=lambda f: f["path"])
     return {"files": listed, "lines": sum(f["lines"] for f in listed)}
+
+
+def _remove_lake_copies(folder: Path) -> list[str]:
+    """Remove the readers' local copies of the lake (``lake-STATE.duckdb``, a cache a
+    reader makes again from the lake when it needs one): the older ones hold the person."""
+    from convo_analytics.publish import LAKE_PREFIX
+
+    removed = []
+    for path in sorted(folder.glob(f"{LAKE_PREFIX}*.duckdb*")):
+        path.unlink(missing_ok=True)
+        removed.append(path.name)
+    return removed
 
 
 def _snapshot_paths(folder: Path) -> list[Path]:
