@@ -140,6 +140,40 @@ def test_the_page_prepares_the_export(published: Path, monkeypatch: pytest.Monke
     assert any(".json.manifest.json" in n for n in names), names
 
 
+def test_the_export_made_in_the_page_joins_the_audit_chain(
+    published: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As `convo export knowledge-gaps` does (issue 30): the manifest handed out names its
+    place in the audit log, whose record holds the manifest's and the file's SHA-256, so
+    `convo audit verify --manifest` finds a changed one."""
+    import hashlib
+
+    import orjson
+
+    from convo_analytics.audit import AuditLog, read_manifest, verify
+
+    log = tmp_path / "audit" / "audit.jsonl"
+    monkeypatch.setenv("CONVO_AUDIT_FILE", str(log))
+    at = _app(published, monkeypatch)
+    at.selectbox(key="gap_export_format").select("json").run()
+    at.button(key="gap_export_prepare").click().run()
+    assert not at.exception, at.exception
+    files = at.session_state["gap_export_files"]
+    (name,) = [n for n in files if n.endswith(".manifest.json")]
+    (data_name,) = [n for n in files if n != name]
+    records = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    (sealed,) = [r for r in records if r["action"] == "dashboard.export.gaps"]
+    assert sealed["detail"]["manifest"]["sha256"] == hashlib.sha256(files[name]).hexdigest()
+    assert sealed["detail"]["files"] == [
+        {"path": data_name, "sha256": hashlib.sha256(files[data_name]).hexdigest()}
+    ]
+    manifest = tmp_path / name
+    manifest.write_bytes(files[name])
+    assert verify(AuditLog(log), manifests=[read_manifest(manifest)]).ok
+    manifest.write_bytes(files[name].replace(b"{", b"{ ", 1))  # one byte more
+    assert not verify(AuditLog(log), manifests=[read_manifest(manifest)]).ok
+
+
 def test_an_empty_warehouse_is_explained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "empty.duckdb"
     open_warehouse(db).close()

@@ -9,7 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from convo_analytics.dashboard import charts
-from convo_analytics.dashboard._audit import audited_download
+from convo_analytics.dashboard._audit import AuditError, audited_download, sealed_export
 from convo_analytics.dashboard._session import (
     chart_with_drill,
     connection,
@@ -67,11 +67,17 @@ if st.button("Prepare the export", key="export_prepare"):
             if f.workspace
             else None,
         )
+        try:  # joined to the audit chain as `convo export guardrails` is
+            sealed = sealed_export("dashboard.export.guardrails", result.manifest_file,
+                                   [result.data_file], result.rows, f.workspace)  # fmt: skip
+        except AuditError as exc:
+            st.error(f"The export was not made: the audit trail cannot record it ({exc}).")
+            st.stop()
         st.session_state["export_files"] = {
             result.data_file.name: result.data_file.read_bytes(),
             result.manifest_file.name: result.manifest_file.read_bytes(),
         }
-        st.session_state["export_manifest"] = result.manifest
+        st.session_state["export_manifest"] = sealed or result.manifest
 for name, data in st.session_state.get("export_files", {}).items():
     st.download_button(
         f"Download {plain(name)}",

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import streamlit as st
 
-from convo_analytics.dashboard._audit import audited_download
+from convo_analytics.dashboard._audit import AuditError, audited_download, sealed_export
 from convo_analytics.dashboard._charts import PICK
 from convo_analytics.dashboard._gaps import TABLE_COLUMNS, impact_chart
 from convo_analytics.dashboard._session import (
@@ -137,6 +137,12 @@ if st.button("Prepare the export", key="gap_export_prepare"):
             filters=f.dimensions(), out=out,
         )  # fmt: skip
         assert made.manifest_file is not None
+        try:  # joined to the audit chain as `convo export knowledge-gaps` is
+            sealed_export("dashboard.export.gaps", made.manifest_file, [out], made.topics,
+                          f.workspace)  # fmt: skip
+        except AuditError as exc:
+            st.error(f"The export was not made: the audit trail cannot record it ({exc}).")
+            st.stop()
         st.session_state["gap_export_files"] = {
             out.name: out.read_bytes(),
             made.manifest_file.name: made.manifest_file.read_bytes(),

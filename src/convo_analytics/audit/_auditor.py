@@ -176,8 +176,11 @@ class Auditor:
         rows: int | None = None,
         workspace: str | None = None,
         detail: Mapping[str, Any] | None = None,
+        session: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """Join an export's manifest to the chain, and return the manifest as written.
+        """Join an export's manifest to the chain, and return the manifest as written
+        (``session`` and ``headers``: who, for an export made in the dashboard).
 
         Under the log's lock the manifest gets ``audit``: the seq its record takes and the
         hash of the record before (``prev``), so it names its place in the chain; then the
@@ -208,7 +211,7 @@ class Auditor:
                 "files": [{"path": f.name, "sha256": file_sha256(f)} for f in files],
             }  # fmt: skip
 
-        fields = self._fields(action, what, rows, workspace, (), None, None, None, None)
+        fields = self._fields(action, what, rows, workspace, (), None, None, session, headers)
         try:
             self.log.append(fields, joining=joining)
         except AuditError:

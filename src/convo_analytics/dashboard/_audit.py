@@ -16,7 +16,8 @@ shows the reason instead of its rows; the download fails.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -24,7 +25,7 @@ import streamlit as st
 from convo_analytics.audit import AuditError, record_event
 from convo_analytics.config import ConfigError, Settings, load_settings
 
-__all__ = ["AuditError", "audited_download", "identity", "record_query"]
+__all__ = ["AuditError", "audited_download", "identity", "record_query", "sealed_export"]
 
 _RECORDED = "audit_recorded_queries"
 #: How many query keys a session remembers as recorded (then it starts a new set).
@@ -87,3 +88,22 @@ def audited_download(
         return payload
 
     return data
+
+
+def sealed_export(
+    action: str, manifest_file: Path, files: Sequence[Path], rows: int | None,
+    workspace: str | None,
+) -> dict[str, Any] | None:  # fmt: skip
+    """Join an export made in the dashboard to the audit chain, as `convo export` does
+    (``Auditor.seal_manifest``: the manifest names its place in the chain, the record the
+    manifest's and each file's SHA-256); the manifest as written, or None when auditing is
+    off. An AuditError (the files removed) means: hand nothing out."""
+    from convo_analytics.audit import auditor
+
+    found = auditor(_settings())
+    if found is None:
+        return None
+    session, headers = identity()
+    return found.seal_manifest(action, manifest_file, files=files, what=manifest_file.name,
+                               rows=rows, workspace=workspace, session=session,
+                               headers=headers)  # fmt: skip
