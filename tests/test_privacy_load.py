@@ -329,6 +329,20 @@ def test_an_older_archive_is_verified_then_scrubbed_at_ingest(
     again = ingest([old], [SECRET.encode()], db, IngestOptions(full=True), privacy=_privacy(data))
     assert again.loaded == 0 and again.duplicates == first.loaded + first.duplicates
 
+    # a line of that archive that cannot be loaded (signed with another secret) is
+    # quarantined scrubbed: the original text reaches no file of the data folder either
+    import gzip
+
+    lines = gzip.decompress(old.read_bytes()).splitlines(keepends=True)
+    typed = next(line for line in lines if any(v.encode() in line for v in values))
+    broken = tmp_path / "old" / "broken.jsonl"
+    broken.write_bytes(typed.replace(b"sha256=", b"sha256=00"))  # every signature wrong
+    fresh = data / "fresh.duckdb"  # (in the first warehouse it is a duplicate of its event)
+    held = ingest([broken], [SECRET.encode()], fresh, privacy=_privacy(data))
+    assert sum(held.quarantined.values()) == 1, held.to_json()
+    assert warehouse_rows(fresh, "SELECT count(*) FROM quarantine WHERE line IS NOT NULL")[0][0]
+    assert files_holding(data, values) == {}
+
     # mode off: stored as received, as before
     off = tmp_path / "off.duckdb"
     ingest([old], [SECRET.encode()], off, privacy=_privacy(tmp_path, "off"))

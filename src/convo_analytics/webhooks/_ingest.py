@@ -23,7 +23,7 @@ import base64
 import functools
 import hashlib
 import hmac
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -106,12 +106,21 @@ class _Chunk:
         self.workspace: str | None = None
         #: Personal data scrubbed from its events: (workspace id, event id, kind, hash).
         self.found: list[tuple[str | None, str, str, str]] = []
+        #: Scrubs a quarantined line's text before it is kept (scrubbing on); None: kept
+        #: as it came (D-PRIVACY-SCRUB-AT-LOAD).
+        self.scrub_text: Callable[[bytes], bytes] | None = None
 
     def reject(
         self, line_no: int, reason: str, detail: str, raw: bytes, offset: int | None,
         whole: bool = True,
     ) -> None:  # fmt: skip
-        """Quarantine a line; ``whole``: keep the whole line for a replay (not a long one)."""
+        """Quarantine a line; ``whole``: keep the whole line for a replay (not a long one).
+        With scrubbing on, the line, its excerpt and the detail are kept scrubbed: the
+        original never reaches the warehouse (such a line is no longer one its signature
+        verifies; the archive file it came from is what a replay then needs)."""
+        if self.scrub_text is not None:
+            raw = self.scrub_text(raw)
+            detail = self.scrub_text(detail.encode("utf-8")).decode("utf-8", "replace")
         excerpt = raw[:EXCERPT].decode("utf-8", "backslashreplace")
         values = (
             self.source, line_no, reason, detail, excerpt, offset, raw if whole else None,
@@ -296,6 +305,9 @@ class Ingester:
     def new_chunk(self, source: str, first_line_no: int) -> _Chunk:
         chunk = _Chunk(source, first_line_no)
         chunk.workspace = self.scope.endpoint.name
+        if self.scrub.active:
+            owner = self.scope.endpoint.configured_id or self.scope.endpoint.name
+            chunk.scrub_text = lambda raw: self.scrub.text(owner, raw)[0]
         return chunk
 
     def _handed(
