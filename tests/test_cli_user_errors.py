@@ -98,6 +98,17 @@ def _empty_warehouse(folder: Path) -> None:
     open_warehouse(folder / "w.duckdb").close()
 
 
+def _old_warehouse(folder: Path) -> None:
+    """A warehouse from before the webhook lifecycle, the privacy findings and the erasure
+    (old.duckdb: its conversations and workspaces only)."""
+    import duckdb
+
+    con = duckdb.connect(str(folder / "old.duckdb"))
+    con.execute("CREATE TABLE workspaces (name VARCHAR, workspace_id VARCHAR)")
+    con.execute("CREATE TABLE conversations (id VARCHAR, workspace_id VARCHAR)")
+    con.close()
+
+
 def _published(folder: Path) -> None:
     """An empty warehouse published where `convo notebook run` looks (data/published)."""
     from convo_analytics.publish import publish_snapshot
@@ -281,6 +292,24 @@ CASES = [
          "exactly one of --external-user-id ID or --email"),
     Case(("erase", "-w", "acme", "--external-user-id", " "), "--external-user-id: give the"),
     Case(("erase", "-w", "acme", "--email", "a@b.example"), "does not exist yet"),
+    Case(("export", "person", "--workspace", "acme"),
+         "exactly one of --external-user-id ID or --email"),
+    Case(("export", "person", "-w", "acme", "--email", "a@b.example", "--external-user-id",
+          "u-1"), "exactly one of --external-user-id ID or --email"),
+    Case(("export", "person", "-w", "acme", "--email", " ", "--db", "w.duckdb"),
+         "--email: give the person's identifier", setup=_empty_warehouse),
+    Case(("export", "person", "-w", "acme", "--email", "a@b.example", "--db", NO_DB),
+         "does not exist yet"),
+    Case(("export", "person", "-w", "nope", "--external-user-id", "u-1", "--db", "w.duckdb"),
+         "--workspace 'nope': no such workspace in the warehouse", setup=_empty_warehouse),
+    Case(("export", "person", "-w", "acme", "--external-user-id", "u-1", "--db", "w.duckdb",
+          "--out", "/sys/person.json"), "--out /sys/person.json: cannot write there",
+         setup=_empty_warehouse),
+    Case(("export", "person", "-w", "acme", "--external-user-id", "u-1", "--db", "w.duckdb"),
+         "the audit log a.jsonl is not a file", {"CONVO_AUDIT_FILE": "a.jsonl"},
+         files={"a.jsonl/": ""}, setup=_empty_warehouse),
+    Case(("export", "person", "-w", "acme", "--external-user-id", "u-1", "--db", "old.duckdb"),
+         "predates this release (it has no conversation_lifecycle", setup=_old_warehouse),
     Case(("audit", "verify", "--head", "12:abc"), "--head: '12:abc' is not SEQ:HASH"),
     Case(("audit", "verify", "--manifest", "gone.json"), "--manifest gone.json: cannot be read"),
     Case(("audit", "verify", "--manifest", "m.json"), "not a manifest sealed into the audit log",

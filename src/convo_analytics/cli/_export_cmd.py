@@ -1,5 +1,6 @@
 """``convo export summary|guardrails|knowledge-gaps``: the marts handed out, per workspace
-or rolled up.
+or rolled up; ``convo export person``: everything held about one person (an access
+request, D-ERASURE).
 
 A workspace is named as users know it (its ``[[workspaces]]`` name) or by the
 service's id of it; the warehouse's ``workspaces`` table and the config say
@@ -21,6 +22,8 @@ for names.
 from __future__ import annotations
 
 import logging
+import os
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -36,6 +39,7 @@ from rich.console import Console
 from convo_analytics.audit import auditor
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._audit_cmd import command_line
+from convo_analytics.cli._erase_cmd import person_flags
 from convo_analytics.cli._options import PLAIN_HELP, DbOption, default_of
 from convo_analytics.cli._transform_cmd import (
     FromOption,
@@ -52,8 +56,8 @@ __all__ = ["export_app"]
 export_app = typer.Typer(
     rich_markup_mode=PLAIN_HELP,
     name="export",
-    help="Write the summary (service-compatible), the guardrail incident log or the "
-    "knowledge-gap report.",
+    help="Write the summary (service-compatible), the guardrail incident log, the "
+    "knowledge-gap report, or everything held about one person.",
     no_args_is_help=True,
 )
 
@@ -505,3 +509,84 @@ def export_knowledge_gaps_cmd(
             f"knowledge gaps {first}..{last}: {result.topics} topics -> {out} "
             f"(manifest: {result.manifest_file})" + ("" if redact else "  [NOT REDACTED]")
         )
+
+
+@export_app.command("person")
+def export_person_cmd(
+    ctx: typer.Context,
+    workspace: Annotated[
+        str,
+        typer.Option(
+            "--workspace", "-w", metavar="NAME", help="The person's workspace (name or id)."
+        ),
+    ],
+    external_user_id: Annotated[
+        str | None,
+        typer.Option("--external-user-id", metavar="ID", help="The person's externalUserId."),
+    ] = None,
+    email: Annotated[
+        str | None, typer.Option("--email", metavar="ADDRESS", help="The person's email address.")
+    ] = None,
+    db: DbOption = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", metavar="FILE", help="Write to FILE (mode 0600) instead of stdout."),
+    ] = None,
+) -> None:
+    """Write everything the warehouse holds about one person of one workspace as JSON
+    (an access request): their conversations, messages, leads, webhook events, the
+    other rows of their conversations, the marts' rows about them, and whether they
+    were erased and are on the suppression list.
+
+    Exit status 0, also when nothing is held (an empty result, and a line on stderr
+    saying so); 2 for a usage error (no warehouse, an unknown workspace, not exactly
+    one identifier) or while another process writes the warehouse.
+    """
+    from convo_analytics.audit import AuditError
+    from convo_analytics.erasure import export_person
+    from convo_analytics.export import writable
+
+    kind, value = person_flags(external_user_id, email)
+    settings = settings_from_context(ctx, {"warehouse.path": db})
+    if out is not None:
+        writable(out)
+    audit = auditor(settings)  # a log it could not write stops it now
+    result = export_person(settings, workspace, kind, value)
+    data = orjson.dumps(result.document, option=orjson.OPT_INDENT_2) + b"\n"
+    # the identifier is recorded as the audit log's keyed hash only: never in `what`
+    # (nor the file's name, which may be made of it)
+    what = shlex.join([*ctx.command_path.split(), "--workspace", workspace])
+    what += f" --{kind.replace('_', '-')} ***" + (" --out FILE" if out is not None else "")
+    named = result.document["workspace"]["name"]
+    digest = {"sha256": sha256(data).hexdigest(), "to": "stdout" if out is None else "file"}
+
+    def record() -> None:
+        if audit is not None:  # recorded before it is handed out
+            audit.record("export.person", what=what, rows=result.records, workspace=named,
+                         subjects=(value,), detail=digest)  # fmt: skip
+
+    if out is None:
+        record()
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".partial")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # a .partial left by a killed export keeps its own mode
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            record()
+        except AuditError:
+            tmp.unlink(missing_ok=True)
+            raise
+        tmp.replace(out)
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"{result.records} records about one person of {named} -> {out}"
+        )
+    if result.nothing_held():
+        sys.stderr.write(result.notice() + "\n")
+        sys.stderr.flush()

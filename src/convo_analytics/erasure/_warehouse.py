@@ -1,9 +1,9 @@
 """The person's rows removed from the warehouse, and the file rewritten without them.
 
-Every table that holds a record of a person, with the column that names it; the marts
-are not in the list: the erased conversations go to ``transform_pending``, and the
-incremental transform that follows takes their facts out of every mart (and every
-daily figure they counted in), as it does for a changed conversation (D-ERASURE).
+Every table that holds a record of a person (``_holders.HOLDERS``, the list the access
+request reads too) but the marts: the erased conversations go to ``transform_pending``,
+and the incremental transform that follows takes their facts out of every mart (and
+every daily figure they counted in), as it does for a changed conversation (D-ERASURE).
 
 A ``DELETE`` only marks rows deleted: DuckDB reuses the blocks later, and until then
 the file still holds the bytes. So the file is then rewritten (:func:`rewrite_file`):
@@ -20,43 +20,23 @@ from pathlib import Path
 
 import duckdb
 
+from convo_analytics.erasure._holders import HOLDERS, present, where
 from convo_analytics.erasure._person import Found
 
-__all__ = ["REWRITE_SUFFIX", "TableHit", "count_rows", "delete_rows", "rewrite_file"]
+__all__ = [
+    "REWRITE_SUFFIX",
+    "TableHit",
+    "count_rows",
+    "delete_rows",
+    "quarantined_rowids",
+    "rewrite_file",
+]
 
 REWRITE_SUFFIX = ".erasure-rewrite"
 
 
-@dataclass(frozen=True, slots=True)
-class _Holder:
-    table: str
-    #: (column, which of the person's ids it holds)
-    columns: tuple[tuple[str, str], ...]
-
-
-#: Tables holding rows of a person, and the columns naming them ("conversations",
-#: "leads", "events", "all": any id of the person, "forms": the identifier itself).
-_HOLDERS = (
-    _Holder("conversations", (("id", "conversations"),)),
-    _Holder("raw_conversations", (("id", "conversations"),)),
-    _Holder("raw_conversation_details", (("id", "conversations"),)),
-    _Holder("messages", (("conversation_id", "conversations"),)),
-    _Holder("conversation_escalations", (("conversation_id", "conversations"),)),
-    _Holder("conversation_guardrail_events", (("conversation_id", "conversations"),)),
-    _Holder("leads", (("id", "leads"), ("conversation_id", "conversations"))),
-    _Holder("raw_leads", (("id", "leads"),)),
-    _Holder("events", (("event_id", "events"),)),
-    _Holder("event_keys", (("event_id", "events"),)),
-    _Holder("conversation_lifecycle", (("conversation_id", "conversations"),)),
-    _Holder("escalations", (("conversation_id", "conversations"),)),
-    _Holder("feedback", (("conversation_id", "conversations"),)),
-    _Holder("guardrail_events", (("conversation_id", "conversations"),)),
-    _Holder("message_traces", (("conversation_id", "conversations"),)),
-    _Holder("lead_qualifications", (("lead_id", "leads"), ("conversation_id", "conversations"))),
-    _Holder("conversation_topics", (("conversation_id", "conversations"),)),
-    _Holder("knowledge_gaps", (("conversation_id", "conversations"),)),
-    _Holder("privacy_findings", (("record_id", "all"),)),
-)
+#: The holders the erasure deletes from (the marts follow through the transform).
+_ERASED = tuple(h for h in HOLDERS if not h.derived)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,21 +45,6 @@ class TableHit:
 
     table: str
     rows: int
-
-
-def _where(holder: _Holder, found: Found) -> tuple[str, list[object]]:
-    ids = {
-        "conversations": sorted(found.conversations),
-        "leads": sorted(found.leads),
-        "events": sorted(found.events),
-        "all": sorted(found.conversations | found.leads | found.events),
-    }
-    parts: list[str] = []
-    params: list[object] = []
-    for column, which in holder.columns:
-        parts.append(f"{column} IN (SELECT unnest(?::VARCHAR[]))")
-        params.append(ids[which])
-    return "workspace_id = ? AND (" + " OR ".join(parts) + ")", params
 
 
 def line_marks(found: Found) -> list[bytes]:
@@ -93,17 +58,19 @@ def line_marks(found: Found) -> list[bytes]:
     return sorted(marks)
 
 
-def _quarantined(con: duckdb.DuckDBPyConnection, found: Found, names: Iterable[str]) -> list[int]:
-    """Row ids of the quarantined lines of the workspace (or of none) that name the
-    person: a line is kept as it arrived (bytes, maybe not UTF-8), so it is matched by
-    its bytes, here rather than in SQL, by :func:`line_marks`."""
+def quarantined_rowids(
+    con: duckdb.DuckDBPyConnection, found: Found, names: Iterable[str], *, unbound: bool = True
+) -> list[int]:
+    """Row ids of the quarantined lines of the workspace (or, ``unbound``, of none: the
+    flat endpoint's) that name the person: a line is kept as it arrived (bytes, maybe not
+    UTF-8), so it is matched by its bytes, here rather than in SQL, by :func:`line_marks`."""
     marks = line_marks(found)
     if not marks:
         return []
     rows = con.execute(
         "SELECT rowid, line, excerpt, detail FROM quarantine "
-        "WHERE workspace IS NULL OR workspace IN (SELECT unnest(?::VARCHAR[]))",
-        [sorted(names)],
+        "WHERE (? AND workspace IS NULL) OR workspace IN (SELECT unnest(?::VARCHAR[]))",
+        [unbound, sorted(names)],
     ).fetchall()
     hits = []
     for rowid, line, excerpt, detail in rows:
@@ -121,26 +88,18 @@ def count_rows(
 ) -> list[TableHit]:
     """The person's rows per table (none where a table holds none)."""
     hits = []
-    present = _present(con)
-    for holder in _HOLDERS:
-        if holder.table not in present:  # a warehouse older than the table (a dry run)
+    tables = present(con)
+    for holder in _ERASED:
+        if holder.table not in tables:  # a warehouse older than the table (a dry run)
             continue
-        where, params = _where(holder, found)
+        cond, params = where(holder, found)
         n = con.execute(
-            f"SELECT count(*) FROM {holder.table} WHERE {where}", [workspace_id, *params]
+            f"SELECT count(*) FROM {holder.table} WHERE {cond}", [workspace_id, *params]
         )
         hits.append(TableHit(holder.table, int(_one(n))))
-    if "quarantine" in present:
-        hits.append(TableHit("quarantine", len(_quarantined(con, found, names))))
+    if "quarantine" in tables:
+        hits.append(TableHit("quarantine", len(quarantined_rowids(con, found, names))))
     return [h for h in hits if h.rows]
-
-
-def _present(con: duckdb.DuckDBPyConnection) -> set[str]:
-    rows = con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
-        "AND schema_name = current_schema()"
-    ).fetchall()
-    return {str(r[0]) for r in rows}
 
 
 def _one(cursor: duckdb.DuckDBPyConnection) -> int:
@@ -158,10 +117,10 @@ def delete_rows(
     """Delete the person's rows (in the caller's transaction); their user messages'
     ``texts`` also leave the topics' examples. Returns what each table lost."""
     hits = count_rows(con, workspace_id, found, names)
-    for holder in _HOLDERS:
-        where, params = _where(holder, found)
-        con.execute(f"DELETE FROM {holder.table} WHERE {where}", [workspace_id, *params])
-    quarantined = _quarantined(con, found, names)
+    for holder in _ERASED:
+        cond, params = where(holder, found)
+        con.execute(f"DELETE FROM {holder.table} WHERE {cond}", [workspace_id, *params])
+    quarantined = quarantined_rowids(con, found, names)
     if quarantined:
         con.execute(
             "DELETE FROM quarantine WHERE rowid IN (SELECT unnest(?::BIGINT[]))", [quarantined]
