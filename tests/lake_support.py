@@ -8,14 +8,21 @@ real transform builds the marts.
 
 from __future__ import annotations
 
+import io
+import logging
+import os
 import random
-from collections.abc import Sequence
+import subprocess
+import sys
+import warnings
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import orjson
+import pytest
 
 from convo_analytics.lake import LAKE_TABLES, LakeConfig, read_lake
 from convo_analytics.transform import TransformConfig, run_transform
@@ -191,3 +198,49 @@ def assert_lake_equals(
             f"{name}: lake {len(ours[name])} rows, warehouse {len(expected)}"
         )
     assert theirs["mart_conversations"], "the comparison saw no rows"
+
+
+def convo_here(cwd: Path, env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`convo ARGS` run in this process as ``python -m convo_analytics.cli ARGS`` runs in
+    ``cwd`` with the environment ``env`` (its settings and HOME; the CONVO_* variables of
+    this process dropped): the exit status and both outputs. A process start costs seconds
+    of imports; the command's code is the same.
+
+    What such a process would print beside the command's own output is on stderr too: log
+    records of WARNING and above (a reader's or publish's command sets up no logging, so
+    Python's last-resort handler prints them) and the warnings Python's default filters show.
+    No catalog is reused from an earlier call (a process opens its own).
+    """
+    from convo_analytics.cli import main
+    from convo_analytics.publish import _lake_copy
+
+    out, err = io.BytesIO(), io.StringIO()
+    stdout = io.TextIOWrapper(out, encoding="utf-8")
+    last_resort = logging.StreamHandler(err)  # its format is the message alone, as Python's
+    last_resort.setLevel(logging.WARNING)
+    root = logging.getLogger()
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as shown:
+        warnings.resetwarnings()
+        warnings.simplefilter("default")  # once per place, as a process shows them...
+        for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning,
+                       ResourceWarning):  # fmt: skip
+            warnings.simplefilter("ignore", hidden)  # ...but for those it hides by default
+        for name in [k for k in os.environ if k.startswith("CONVO_")]:
+            patch.delenv(name)
+        for name, value in env.items():
+            if name != "PATH":
+                patch.setenv(name, value)
+        patch.chdir(cwd)
+        patch.setattr(_lake_copy, "_catalogs", {})
+        patch.setattr(sys, "stdout", stdout)
+        patch.setattr(sys, "stderr", err)
+        root.addHandler(last_resort)
+        try:
+            code = main(list(args))
+        finally:
+            root.removeHandler(last_resort)
+            stdout.flush()
+        for w in shown:
+            err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line))
+    return subprocess.CompletedProcess(["convo", *args], code, out.getvalue().decode(),
+                                       err.getvalue())  # fmt: skip

@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,6 +73,9 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_every_benchmark_is_run_here(tmp_path: Path) -> None:
+    """`run.py --list` (every module imported, each one's BENCHES) names exactly the
+    benchmarks the modules' BENCHES literals declare, in order: what ``--only`` reads without
+    importing, and what the smoke runs below are parametrized by."""
     listed = subprocess.run(
         [sys.executable, str(BENCH / "run.py"), "--list"], cwd=ROOT, env=_env(tmp_path),
         capture_output=True, text=True, timeout=300,
@@ -100,3 +104,28 @@ def test_the_benchmark_runs_at_its_smallest_sizes(
     assert result["figures"], output
     skipped = [f["value"] for f in result["figures"] if str(f["value"]).startswith("skipped")]
     assert not skipped, f"{skipped}: install the bench group (make test-bench does)"
+    if name in MORE:
+        MORE[name](result["figures"])
+
+
+def _query_limits(figures: list[dict[str, Any]]) -> None:
+    """Explore's limits at the smoke size (a 2 s time limit): each of the three queries alone
+    was stopped, by time or by memory, and the next query answered right after; both
+    hostile queries ran at once; the app's peak and a warm round trip were measured."""
+    metrics = [f["metric"] for f in figures]
+    alone = [i for i, m in enumerate(metrics) if ", 2 s limit: stopped by " in m]
+    assert len(alone) == 3, metrics
+    for i in alone:  # each is followed by its process's peak, then the next query's trip
+        assert metrics[i].endswith(("stopped by time after", "stopped by memory after")), metrics
+        assert metrics[i + 2] == "... the next query's round trip" and figures[i + 2]["ok"]
+    together = [
+        m for m in metrics if m.startswith("both at once: ") and m.endswith(") process peak")
+    ]
+    assert len(together) == 2, metrics  # each hostile query's process: "<label> (<stopped>)"
+    shown = {f["metric"]: f["value"] for f in figures}
+    assert shown["both at once: app process peak"] > 0
+    assert shown["anchor: SELECT 1 through a warm query process"] > 0
+
+
+#: What a benchmark's smoke run must show beyond having figures (its name: a check of them).
+MORE = {"query-limits": _query_limits}

@@ -3,7 +3,6 @@ catalogs, with workers committing at once and a worker killed part-way."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -27,12 +26,14 @@ from convo_analytics.lake import (
 from lake_support import (
     Warehouse,
     assert_lake_equals,
+    convo_here,
     current_lake_rows,
     lake_config,
     lake_rows,
     table_rows,
     warehouse_rows,
 )
+from lake_worker_support import at_once, opener, publisher
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKSPACES = ("ws_a", "ws_b", "ws_c")
@@ -88,17 +89,14 @@ def test_a_postgresql_catalog_through_the_command(tmp_path: Path, postgres: Any)
     warehouse.grow()
     database = postgres.create_database(f"lake_{uuid.uuid4().hex[:8]}")
     env = {
-        **os.environ,
+        "HOME": str(tmp_path),
         "CONVO_LAKE_CATALOG_URI": postgres.url(database=database),
         "CONVO_LAKE_WAREHOUSE": str(tmp_path / "files"),
         "CONVO_RUN_LOCK_FILE": str(tmp_path / "lock"),
         "CONVO_LAKE_CATALOG_PASSWORD": "pw-never-shown",  # trust auth: accepted, not needed
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "convo_analytics.cli", "publish", "--lake", "--json",
-         "--db", str(warehouse.path), "--workspace", "ws_a", "-w", "ws_b"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    done = convo_here(tmp_path, env, "publish", "--lake", "--json", "--db", str(warehouse.path),
+                      "--workspace", "ws_a", "-w", "ws_b")  # fmt: skip
     assert done.returncode == 0, done.stderr
     report = orjson.loads(done.stdout)
     assert report["workspaces"] == ["ws_a", "ws_b"]
@@ -113,12 +111,11 @@ def test_the_commands_errors_name_the_setting_and_hide_the_password(tmp_path: Pa
     warehouse.grow()
 
     def publish(**env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "convo_analytics.cli", "publish", "--lake",
-             "--db", str(warehouse.path)],
-            env={**os.environ, "CONVO_RUN_LOCK_FILE": str(tmp_path / "lock"), **env},
-            cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        """`convo publish --lake` (in this process; as a process of its own, with a password in
+        the URL: test_cli_user_errors)."""
+        return convo_here(tmp_path, {"HOME": str(tmp_path),
+                                     "CONVO_RUN_LOCK_FILE": str(tmp_path / "lock"), **env},
+                          "publish", "--lake", "--db", str(warehouse.path))  # fmt: skip
 
     refused = publish(
         CONVO_LAKE_CATALOG_URI="postgresql+psycopg2://convo@127.0.0.1:9/none",
@@ -148,14 +145,6 @@ def test_the_commands_errors_name_the_setting_and_hide_the_password(tmp_path: Pa
         LakeConfig("::not a url::", "file:///x").open_catalog()
 
 
-def _worker(db: str, uri: str, files: str, barrier: Any, out: Any) -> None:
-    config = LakeConfig(uri, files)
-    config.open_catalog()  # connected before the start line, so both commit at once
-    barrier.wait(timeout=120)
-    result = _publish(Path(db), config)
-    out.put(result.to_json())
-
-
 def test_two_workers_committing_the_same_tables_at_once_both_land(
     tmp_path: Path, postgres: Any
 ) -> None:
@@ -172,7 +161,7 @@ def test_two_workers_committing_the_same_tables_at_once_both_land(
     seed = Warehouse(tmp_path / "ws_z.duckdb", ["ws_z"], seed=12)
     seed.grow()
     _publish(seed.path, config)  # the tables exist: the race is on commits
-    results = _at_once(_worker, [(str(db), uri, files) for db in dbs.values()], timeout=300)
+    results = at_once(publisher, [(str(db), uri, files) for db in dbs.values()], timeout=300)
     for ws, db in dbs.items():
         assert_lake_equals(config, db, [ws])
     for result in results:  # each worker committed every table it has rows of
@@ -183,35 +172,13 @@ def test_two_workers_committing_the_same_tables_at_once_both_land(
     print(f"commits: {attempts} attempts for {2 * len(LAKE_TABLES)} table commits")
 
 
-def _at_once(target: Any, args: list[tuple[Any, ...]], timeout: float) -> list[Any]:
-    """Run ``target(*a, barrier, out)`` for each ``a`` in its own process, released together
-    by a barrier; what each put on ``out``."""
-    context = multiprocessing.get_context("spawn")
-    barrier, out = context.Barrier(len(args)), context.Queue()
-    workers = [context.Process(target=target, args=(*a, barrier, out)) for a in args]
-    for p in workers:
-        p.start()
-    try:
-        return [out.get(timeout=timeout) for _ in workers]
-    finally:
-        for p in workers:
-            p.join(timeout=60)
-            assert p.exitcode == 0
-
-
-def _opener(uri: str, files: str, barrier: Any, out: Any) -> None:
-    barrier.wait(timeout=120)
-    catalog = LakeConfig(uri, files).open_catalog()
-    out.put([".".join(ns) for ns in catalog.list_namespaces()])
-
-
 def test_workers_setting_up_a_new_catalog_at_once_all_open_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Workers started together on an empty catalog database race to make its tables and
     namespace; the losers' inserts fail on the winner's rows, and they open it all the same."""
     uri, files = f"sqlite:///{tmp_path / 'catalog.db'}", f"file://{tmp_path / 'files'}"
-    opened = _at_once(_opener, [(uri, files)] * 4, timeout=90)
+    opened = at_once(opener, [(uri, files)] * 4, timeout=90)
     assert opened == [["convo"]] * 4
 
     # the race made certain: the namespace appears between the check and the insert

@@ -20,7 +20,14 @@ import duckdb
 import orjson
 
 from convo_analytics.lake import LAKE_TABLES, LakeConfig, lake_state, publish_lake
-from lake_support import Warehouse, assert_lake_equals, current_rows, lake_config, lake_rows
+from lake_support import (
+    Warehouse,
+    assert_lake_equals,
+    convo_here,
+    current_rows,
+    lake_config,
+    lake_rows,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = "lake_partitions"
@@ -210,16 +217,13 @@ def test_full_replaces_every_partition_and_old_snapshots_expire(tmp_path: Path) 
 def test_the_command_says_what_changed_and_full_replaces_all(tmp_path: Path) -> None:
     warehouse = Warehouse(tmp_path / "w.duckdb", ["ws_a"])
     warehouse.grow()
-    env = {**os.environ, "CONVO_LAKE_CATALOG_URI": f"sqlite:///{tmp_path / 'catalog.db'}",
+    env = {"HOME": str(tmp_path), "CONVO_LAKE_CATALOG_URI": f"sqlite:///{tmp_path / 'catalog.db'}",
            "CONVO_LAKE_WAREHOUSE": str(tmp_path / "files"),
            "CONVO_RUN_LOCK_FILE": str(tmp_path / "lock")}  # fmt: skip
 
     def publish(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "convo_analytics.cli", "publish", "--lake",
-             "--db", str(warehouse.path), *args],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        """`convo publish --lake` run in this process as a user's process runs it."""
+        done = convo_here(tmp_path, env, "publish", "--lake", "--db", str(warehouse.path), *args)
         assert done.returncode == 0, done.stderr
         return done
 

@@ -31,11 +31,10 @@ from convo_analytics.publish import (
 )
 from convo_analytics.serve import create_serve_app
 from convo_analytics.warehouse import open_warehouse
-from lake_support import lake_config
+from lake_support import convo_here, lake_config
 from process_support import OutputWatcher, free_port
 from test_dashboard import PAGES, _app
 from transform_support import populated_sandbox
-from workspace_support import convo
 
 TOKEN = "lake_serve_token_0123456789"
 #: A catalog nothing listens on (the discard port), and its password (never to be shown).
@@ -80,6 +79,14 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Published]:
     folder = tmp_path_factory.mktemp("lake-readers")
     with populated_sandbox(folder, 200, ("UTC",)) as (_running, db):
         yield Published(folder, db)
+
+
+def convo(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`convo ARGS` in ``cwd`` with the settings ``env`` (and HOME there), run in this
+    process as a process of its own runs it (lake_support.convo_here: the same command and
+    outputs, without a process start's seconds of imports; `convo serve` reading the lake as
+    a process of its own is below)."""
+    return convo_here(cwd, {"HOME": str(cwd), **env}, *args)
 
 
 def _snapshot_con(published: Published) -> duckdb.DuckDBPyConnection:

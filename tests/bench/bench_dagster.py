@@ -128,9 +128,10 @@ def bench_per_workspace(ctx: BenchContext, report: Report) -> None:
     from convo_analytics.warehouse import open_warehouse
 
     steps = {s.name: s for s in load_steps(ROOT / "pipelines" / "nightly.py")}
-    aimed = ctx.size(25.0, 10.0, 1.0)
+    # smoke: two conversations at each limit (ten took 8 s at 100/min, waiting on the limit)
+    aimed, least = ctx.size(25.0, 10.0, 0.2), ctx.size(10, 10, 2)
     for spec, per_second in (("600/min", 10.0), ("100/min", 100 / 60)):
-        n = max(10, int(per_second * aimed))
+        n = max(least, int(per_second * aimed))
         with _sandbox(n, spec, ("acme",)) as server, tempfile.TemporaryDirectory() as tmp:
             config = ExtractConfig(base_url=server.url, api_key=_key("acme"),
                                    db_path=Path(tmp) / "w.duckdb", rate_limit=spec)  # fmt: skip

@@ -84,15 +84,16 @@ def child_prepare(source: str, target: str, workspaces: str) -> None:
     emit({"prepared": True})
 
 
-def child_night(db: str, conversations: str, workspaces: str) -> None:
-    """A recent night's loads into the workspaces, then the incremental transform."""
+def child_night(db: str, conversations: str, workspaces: str, days: str) -> None:
+    """A recent night's loads into the workspaces (a warehouse built over ``days``), then
+    the incremental transform."""
     import duckdb
     from transform_data import apply_night
 
     from convo_analytics.transform import TransformConfig, run_transform
     from convo_analytics.warehouse import open_warehouse
 
-    changed = apply_night(Path(db), int(conversations), "recent", 1)
+    changed = apply_night(Path(db), int(conversations), "recent", 1, int(days))
     con = duckdb.connect(db)
     _spread(con, int(workspaces), "workspace_id = 'ws_bench'")  # the night's own rows
     con.close()
@@ -148,24 +149,29 @@ def _bytes(folder: Path, suffix: str = "") -> tuple[int, int]:
 
 def bench_lake(ctx: BenchContext, report: Report) -> None:
     """Publish throughput into the lake: one process, several at once, DuckDB's COPY."""
-    from transform_data import MESSAGES_PER_CONVERSATION, build_warehouse
+    from transform_data import MESSAGES_PER_CONVERSATION, YEAR_DAYS, build_warehouse
 
     conversations = ctx.size(200_000, 20_000, 200)
     # smoke: two workspaces still race into one lake; each process pays its imports on 2 cores
     workspaces = ctx.size(WORKSPACES, WORKSPACES, 2)
+    # smoke: a week, not a year: 200 conversations over a year made ~1,900 partitions of a
+    # row or two, and writing those files was most of the smoke run
+    days = ctx.size(YEAR_DAYS, YEAR_DAYS, 7)
+    span = "" if days == YEAR_DAYS else f"-{days}d"
     FOLDER.mkdir(parents=True, exist_ok=True)
-    source = FOLDER / f"lake-source-{conversations}.duckdb"
-    db = FOLDER / f"lake-{workspaces}ws-{conversations}.duckdb"
+    source = FOLDER / f"lake-source-{conversations}{span}.duckdb"
+    db = FOLDER / f"lake-{workspaces}ws-{conversations}{span}.duckdb"
     if not db.exists():
         started = time.perf_counter()
         if not source.exists():
-            build_warehouse(source, conversations)
+            build_warehouse(source, conversations, days)
         with python_child(THIS, ["prepare", str(source), str(db), str(workspaces)],
                           cwd=ROOT) as child:  # fmt: skip
             child.json_line("prepared", timeout=3600)
         report.note(f"built and transformed the warehouse in {time.perf_counter() - started:.0f} s")
     report.sizes.update({"conversations": conversations, "workspaces": workspaces,
-                         "messages": conversations * MESSAGES_PER_CONVERSATION})  # fmt: skip
+                         "messages": conversations * MESSAGES_PER_CONVERSATION,
+                         "days": days})  # fmt: skip
     work = FOLDER / "lake-run"
     shutil.rmtree(work, ignore_errors=True)
 
@@ -186,8 +192,8 @@ def bench_lake(ctx: BenchContext, report: Report) -> None:
     # a recent night, the incremental transform, and the publish again: what changed only
     night_db = work / "night.duckdb"
     shutil.copyfile(db, night_db)
-    with python_child(THIS, ["night", str(night_db), str(conversations), str(workspaces)],
-                      cwd=ROOT) as child:  # fmt: skip
+    with python_child(THIS, ["night", str(night_db), str(conversations), str(workspaces),
+                             str(days)], cwd=ROOT) as child:  # fmt: skip
         night = child.json_line("night", timeout=3600)["night"]
     with python_child(THIS, ["publish", str(night_db), str(single), "all"], cwd=ROOT) as child:
         after = child.json_line("published", timeout=3600)["published"]

@@ -51,6 +51,8 @@ SENTENCES = ["How do I reset my password?", "I was charged twice this month",
 #: file instead of reusing one without the new columns (4: message text, run ids and workspaces).
 LAYOUT = 4
 BUILD_RUN = "20251121T000000Z-build"
+#: The span the conversations are spread over (the benchmarks' figures: a year).
+YEAR_DAYS = 365
 
 
 def _pick(expr: str, salt: str, options: list[str]) -> str:
@@ -59,17 +61,21 @@ def _pick(expr: str, salt: str, options: list[str]) -> str:
     return f"([{values}])[1 + (hash({expr}, '{salt}') % {len(options)})::BIGINT]"
 
 
-def _start(n: int) -> str:
-    """Conversation i's start: the year cut in n equal steps (i >= n: the days after)."""
-    return f"TIMESTAMPTZ '{YEAR_START}' + to_microseconds((i * (31536000000000 // {n}))::BIGINT)"
+def _start(n: int, days: int = YEAR_DAYS) -> str:
+    """Conversation i's start: ``days`` (a year) cut in n equal steps (i >= n: the days
+    after)."""
+    span = days * 86_400_000_000
+    return f"TIMESTAMPTZ '{YEAR_START}' + to_microseconds((i * ({span} // {n}))::BIGINT)"
 
 
 def _ids(lo: int, hi: int, where: str = "TRUE") -> str:
     return f"(SELECT i FROM range({lo}, {hi}) t(i) WHERE {where}) t"
 
 
-def _conversations(con: duckdb.DuckDBPyConnection, ids: str, n: int, run: str) -> None:
-    start = _start(n)
+def _conversations(
+    con: duckdb.DuckDBPyConnection, ids: str, n: int, run: str, days: int = YEAR_DAYS
+) -> None:
+    start = _start(n, days)
     roll = "hash(i, 'status') % 100"
     con.execute(
         f"""INSERT INTO conversations BY NAME
@@ -97,8 +103,10 @@ def _conversations(con: duckdb.DuckDBPyConnection, ids: str, n: int, run: str) -
     )
 
 
-def _messages(con: duckdb.DuckDBPyConnection, ids: str, n: int, count: int, run: str) -> None:
-    start = _start(n)
+def _messages(
+    con: duckdb.DuckDBPyConnection, ids: str, n: int, count: int, run: str, days: int = YEAR_DAYS
+) -> None:
+    start = _start(n, days)
     con.execute(
         f"""INSERT INTO messages BY NAME
         SELECT 'm' || i || '_' || p AS id, 'ws_bench' AS workspace_id,
@@ -115,9 +123,11 @@ def _messages(con: duckdb.DuckDBPyConnection, ids: str, n: int, count: int, run:
     )
 
 
-def _children(con: duckdb.DuckDBPyConnection, ids: str, n: int, run: str) -> None:
+def _children(
+    con: duckdb.DuckDBPyConnection, ids: str, n: int, run: str, days: int = YEAR_DAYS
+) -> None:
     """Leads, escalations and guardrail events of new conversations."""
-    start = _start(n)
+    start = _start(n, days)
     con.execute(
         f"""INSERT INTO leads BY NAME
         SELECT 'l' || i AS id, 'c' || i AS conversation_id, 'ws_bench' AS workspace_id,
@@ -156,8 +166,9 @@ def _children(con: duckdb.DuckDBPyConnection, ids: str, n: int, run: str) -> Non
     )
 
 
-def build_warehouse(path: Path, conversations: int) -> None:
-    """Fill a new warehouse with ``conversations`` conversations and 10 messages each."""
+def build_warehouse(path: Path, conversations: int, days: int = YEAR_DAYS) -> None:
+    """Fill a new warehouse with ``conversations`` conversations and 10 messages each, over
+    ``days`` (a year; a smoke run's fewer days make fewer, as tiny, day partitions)."""
     from convo_analytics.warehouse import open_warehouse
 
     tmp = path.with_name(path.name + ".partial")
@@ -165,9 +176,9 @@ def build_warehouse(path: Path, conversations: int) -> None:
     con = open_warehouse(tmp)
     n = conversations
     ids = _ids(0, n)
-    _conversations(con, ids, n, BUILD_RUN)
-    _messages(con, ids, n, MESSAGES_PER_CONVERSATION, BUILD_RUN)
-    _children(con, ids, n, BUILD_RUN)
+    _conversations(con, ids, n, BUILD_RUN, days)
+    _messages(con, ids, n, MESSAGES_PER_CONVERSATION, BUILD_RUN, days)
+    _children(con, ids, n, BUILD_RUN, days)
     con.execute("CHECKPOINT")
     con.close()
     tmp.replace(path)
@@ -212,13 +223,19 @@ def publish_transformed(db: str, published: str) -> None:
 
 
 def _rewrite(
-    con: duckdb.DuckDBPyConnection, ids: str, n: int, count: int, run: str, changes: str
+    con: duckdb.DuckDBPyConnection,
+    ids: str,
+    n: int,
+    count: int,
+    run: str,
+    changes: str,
+    days: int = YEAR_DAYS,
 ) -> int:
     """Conversations whose detail the night loads again: transcript deleted and written
     (``count`` messages), the row updated (``changes``) with the night's run id."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE night AS SELECT 'c' || i AS id FROM {ids}")
     con.execute("DELETE FROM messages WHERE conversation_id IN (SELECT id FROM night)")
-    _messages(con, ids, n, count, run)
+    _messages(con, ids, n, count, run, days)
     con.execute(
         f"""UPDATE conversations SET {changes}, updated_at = updated_at + INTERVAL 1 DAY,
                detail_updated_at = updated_at + INTERVAL 1 DAY, last_run_id = '{run}',
@@ -229,9 +246,9 @@ def _rewrite(
     return int(rows[0][0])
 
 
-def apply_night(path: Path, n: int, kind: str, night: int) -> int:
-    """Change 1 % of the ``n`` conversations as night number ``night`` (1, 2, ...) would
-    load it; returns how many changed."""
+def apply_night(path: Path, n: int, kind: str, night: int, days: int = YEAR_DAYS) -> int:
+    """Change 1 % of the ``n`` conversations (built over ``days``) as night number
+    ``night`` (1, 2, ...) would load it; returns how many changed."""
     run = f"20261122T{night:02d}0000Z-night"
     con = duckdb.connect(str(path))
     con.execute("SET TimeZone = 'UTC'")
@@ -241,21 +258,23 @@ def apply_night(path: Path, n: int, kind: str, night: int) -> int:
         if kind == "recent":
             first = n + (night - 1) * (n * 3 // 1000)
             new = _ids(first, first + n * 3 // 1000)
-            _conversations(con, new, n, run)
-            _messages(con, new, n, MESSAGES_PER_CONVERSATION, run)
-            _children(con, new, n, run)
+            _conversations(con, new, n, run, days)
+            _messages(con, new, n, MESSAGES_PER_CONVERSATION, run, days)
+            _children(con, new, n, run, days)
             changed = n * 3 // 1000
             newest = _ids(first - n * 5 // 1000, first)
-            changed += _rewrite(con, newest, n, 12, run, grown)
+            changed += _rewrite(con, newest, n, 12, run, grown, days)
             late = _ids(0, n, f"i % 500 = {(7 * night) % 500}")
-            changed += _rewrite(con, late, n, MESSAGES_PER_CONVERSATION, run, "feedback_rating = 5")
+            rated = "feedback_rating = 5"
+            changed += _rewrite(con, late, n, MESSAGES_PER_CONVERSATION, run, rated, days)
             con.execute(
                 f"""UPDATE leads SET qualified_at = updated_at + INTERVAL 1 DAY,
                        updated_at = updated_at + INTERVAL 1 DAY, last_run_id = '{run}'
                     WHERE conversation_id IN (SELECT id FROM night)"""
             )
         elif kind == "spread":
-            changed = _rewrite(con, _ids(0, n, f"i % 100 = {(3 * night) % 100}"), n, 12, run, grown)
+            spread = _ids(0, n, f"i % 100 = {(3 * night) % 100}")
+            changed = _rewrite(con, spread, n, 12, run, grown, days)
         else:
             raise ValueError(f"unknown night {kind!r}")
         con.execute("COMMIT")
