@@ -4,7 +4,7 @@ A test that walks a hundred and fifty command lines through their refusals
 spent most of its time importing the same modules in every process (~0.5 s of
 CPU for the CLI, ~1 s more for `run`, `monitors`, `serve` or `sandbox`). A
 :class:`ForkedCli` starts one Python process (the "parent") that imports the
-CLI, and the modules its commands import, once; each command line is then a
+CLI (and the modules it is given) once; each command line is then a
 child forked from it: a process of its own, with its own folder, environment,
 standard streams (files; standard input is ``/dev/null``) and exit status, run as
 ``python -m convo_analytics.cli`` runs it (``runpy``, an uncaught exception

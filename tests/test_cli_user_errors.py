@@ -8,11 +8,11 @@ nothing behind (no warehouse created, no run recorded). The API key and the
 webhook secret are set in every row's environment, so a message that echoed
 them would fail here.
 
-Each row is a process of its own, forked from one that imported the CLI and the
-packages its commands import (``cli_fork_support``): importing them in each of
-the rows' processes was most of this module's time. The imports print nothing
-(checked), and a few rows of different commands are also run in a fresh
-``python -m convo_analytics.cli`` and must do exactly what their forked run did.
+Each row is a process of its own, forked from one that imported the CLI once
+(``cli_fork_support``, decision D-TEST-FORKED-CLI): importing it in each row's
+process was most of this module's time. The imports print nothing (checked), and
+a few rows of different commands are also run in a fresh ``python -m
+convo_analytics.cli`` and must do exactly what their forked run did.
 """
 
 from __future__ import annotations
