@@ -7,6 +7,12 @@ value. Each must end with exit status 2 and one line on stderr
 nothing behind (no warehouse created, no run recorded). The API key and the
 webhook secret are set in every row's environment, so a message that echoed
 them would fail here.
+
+Each row is a process of its own, forked from one that imported the CLI once
+(``cli_fork_support``, decision D-TEST-FORKED-CLI): importing it in each row's
+process was most of this module's time. The imports print nothing (checked), and
+a few rows of different commands are also run in a fresh ``python -m
+convo_analytics.cli`` and must do exactly what their forked run did.
 """
 
 from __future__ import annotations
@@ -21,8 +27,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Queue
 
 import pytest
+
+from cli_fork_support import ForkedCli
 
 SECRET = "sk-live-USER-ERROR-SECRET-5b4a"
 HOOK_SECRET = "whsec_USER_ERROR_SECRET_77e1"
@@ -495,45 +504,124 @@ class Outcome:
     stdout: str
     stderr: str
     left: list[str]
+    folder: str = ""
+
+    def said(self) -> str:
+        """Its stdout and stderr, its folder's path written as <folder>."""
+        return (self.stdout + "|" + self.stderr).replace(self.folder, "<folder>")
+
+
+#: Imported once in the parent the rows are forked from, besides the CLI: what the
+#: commands import that starts no thread (polars and pyarrow start theirs when imported, and
+#: a process forks safely with one thread; the rows import them, as a fresh process does).
+PRELOAD = ("convo_analytics.notebooks", "convo_analytics.reports", "convo_analytics.publish")
+#: Rows forked and run at once (one parent each).
+PARENTS = 3
+#: Rows also run in a fresh process: the heaviest commands' imports, and a bare one.
+FRESH = ("run CONVO_CONFIG=r6.toml", "sandbox serve --until tomorrow",
+         "monitors list CONVO_CONFIG=m.toml", "config path CONVO_CONFIG=gone.toml",
+         "serve CONVO_SERVE_TOKEN=t0k CONVO_AUDIT_FILE=f/audit.jsonl")  # fmt: skip
+
+
+def _prepared(case: Case, folder: Path) -> tuple[set[str], dict[str, str]]:
+    """The row's folder made (files, setup); what it holds, and the row's environment."""
+    for name, text in case.files.items():
+        if name.endswith("/"):
+            (folder / name).mkdir()
+        else:
+            (folder / name).write_text(text)
+    if case.setup is not None:
+        case.setup(folder)
+    before = {str(p.relative_to(folder)) for p in folder.rglob("*")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVO_")}
+    env.update({"CONVO_API_KEY": SECRET, "CONVO_WEBHOOK_SECRET": HOOK_SECRET,
+                "COLUMNS": "80", **case.env})  # fmt: skip
+    for name in case.unset:
+        env.pop(name, None)
+    return before, env
+
+
+def _left(folder: Path, before: set[str]) -> list[str]:
+    return sorted(
+        str(p.relative_to(folder)) for p in folder.rglob("*")
+        if str(p.relative_to(folder)) not in before
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outcome]]:
-    """Every row run at once (each in its own empty folder), with a port held busy."""
-    tmp_path_factory.getbasetemp()  # made once here: the threads below would race to make it
+def busy_port() -> Iterator[str]:
+    """A port a socket of this module listens on."""
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        port = str(busy.getsockname()[1])
+        yield str(busy.getsockname()[1])
 
-        def one(case: Case) -> tuple[str, Outcome]:
-            folder = tmp_path_factory.mktemp("user-error")
-            for name, text in case.files.items():
-                if name.endswith("/"):
-                    (folder / name).mkdir()
-                else:
-                    (folder / name).write_text(text)
-            if case.setup is not None:
-                case.setup(folder)
-            before = {str(p.relative_to(folder)) for p in folder.rglob("*")}
-            env = {k: v for k, v in os.environ.items() if not k.startswith("CONVO_")}
-            env.update({"CONVO_API_KEY": SECRET, "CONVO_WEBHOOK_SECRET": HOOK_SECRET,
-                        "COLUMNS": "80", **case.env})  # fmt: skip
-            for name in case.unset:
-                env.pop(name, None)
-            args = [a.replace(BUSY, port) for a in case.args]
-            done = subprocess.run(
-                [sys.executable, "-m", "convo_analytics.cli", *args],
-                cwd=folder, env=env, capture_output=True, text=True, timeout=120,
-            )  # fmt: skip
-            left = sorted(
-                str(p.relative_to(folder)) for p in folder.rglob("*")
-                if str(p.relative_to(folder)) not in before
-            )  # fmt: skip
-            return case.id, Outcome(done.returncode, done.stdout, done.stderr, left)
 
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            yield dict(pool.map(one, CASES))
+@pytest.fixture(scope="module")
+def parents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ForkedCli]]:
+    """The processes the rows are forked from (started at once)."""
+    base = tmp_path_factory.mktemp("forking")
+    environ = {**os.environ, "COLUMNS": "80"}
+    with ThreadPoolExecutor(max_workers=PARENTS) as pool:
+        started = list(pool.map(lambda n: _start_parent(base / f"parent{n}", environ),
+                                range(PARENTS)))  # fmt: skip
+    try:
+        yield started
+    finally:
+        for parent in started:
+            parent.close()
+
+
+def _start_parent(folder: Path, environ: dict[str, str]) -> ForkedCli:
+    return ForkedCli(folder, environ, PRELOAD)
+
+
+@pytest.fixture(scope="module")
+def outcomes(
+    tmp_path_factory: pytest.TempPathFactory, parents: list[ForkedCli], busy_port: str
+) -> dict[str, Outcome]:
+    """Every row run (each in its own empty folder, PARENTS at once), with a port held busy."""
+    tmp_path_factory.getbasetemp()  # made once here: the threads below would race to make it
+    free: Queue[ForkedCli] = Queue()
+    for parent in parents:
+        free.put(parent)
+
+    def one(case: Case) -> tuple[str, Outcome]:
+        folder = tmp_path_factory.mktemp("user-error")
+        before, env = _prepared(case, folder)
+        parent = free.get()
+        try:
+            done = parent.run([a.replace(BUSY, busy_port) for a in case.args], folder, env)
+        finally:
+            free.put(parent)
+        left = _left(folder, before)
+        return case.id, Outcome(done.code, done.stdout, done.stderr, left, str(folder))
+
+    with ThreadPoolExecutor(max_workers=PARENTS) as pool:
+        return dict(pool.map(one, CASES))
+
+
+def test_the_parent_of_the_rows_printed_nothing_while_importing(
+    parents: list[ForkedCli],
+) -> None:
+    """What a fresh process would print while importing (a warning) shows here instead."""
+    assert [parent.started_with for parent in parents] == [""] * PARENTS
+
+
+@pytest.mark.parametrize("row", FRESH)
+def test_a_fresh_process_does_what_the_forked_row_did(
+    row: str, outcomes: dict[str, Outcome], busy_port: str, tmp_path: Path
+) -> None:
+    (case,) = [c for c in CASES if c.id == row]
+    before, env = _prepared(case, tmp_path)
+    args = [a.replace(BUSY, busy_port) for a in case.args]
+    done = subprocess.run([sys.executable, "-m", "convo_analytics.cli", *args], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    left = _left(tmp_path, before)
+    fresh = Outcome(done.returncode, done.stdout, done.stderr, left, str(tmp_path))
+    forked = outcomes[row]
+    assert (fresh.code, fresh.left) == (forked.code, forked.left) == (2, [])
+    assert fresh.said() == forked.said()
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

@@ -79,7 +79,9 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
     sandbox = Sandbox(settings)
     db = folder / "base.duckdb"
     with ServerThread(create_app(sandbox)) as server:
-        result = extract(server.url, ACME_KEY, db)
+        # four details at once: the warehouse is the same, and against a server in this
+        # process a wider pool only costs (httpcore checks each connection per request)
+        result = extract(server.url, ACME_KEY, db, detail_concurrency=4)
         assert result.ok, result.to_json()
     con = open_warehouse(db)
     try:
@@ -211,7 +213,32 @@ def test_a_changed_definition_is_a_new_episode_and_a_small_sample_is_not_judged(
     assert all("under min_sample 100000" in r["reason"] for r in tiny if r["sample"] > 0)
 
 
-def test_a_kill_between_storing_and_telling_delivers_on_the_rerun_once(scene: Scene) -> None:
+def _convo_here(
+    args: list[str],
+    env: dict[str, str],
+    folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> dict[str, Any]:
+    """``convo ARGS`` in this process, with exactly ``env``'s settings and ``folder`` as its
+    working folder, as the subprocesses above run it; its --json output."""
+    from convo_analytics.cli import main
+
+    with monkeypatch.context() as patch:
+        for name in [k for k in os.environ if k.startswith("CONVO_")]:
+            patch.delenv(name)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        patch.chdir(folder)
+        capsys.readouterr()
+        assert main(args) == 0
+        out: dict[str, Any] = orjson.loads(capsys.readouterr().out)
+    return out
+
+
+def test_a_kill_between_storing_and_telling_delivers_on_the_rerun_once(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder, db = _copy(scene, "killed")
     receiver = Receiver()
     with ServerThread(receiver) as server:
@@ -244,18 +271,15 @@ def test_a_kill_between_storing_and_telling_delivers_on_the_rerun_once(scene: Sc
     assert second["deliveries"] == {"recorded": 0}
     assert receiver.keys == {r["notification_key"]: 1 for r in stored}
     assert all(r["notified_at"] is not None for r in _rows(db) if r["notification_key"])
-    # the commands that read them: list (the state), history (newest first, explained)
-    cli = [sys.executable, "-m", "convo_analytics.cli", "monitors"]
-    listed = orjson.loads(subprocess.run([*cli, "list", "--db", str(db), "--json"], env=env,
-                                         cwd=folder, capture_output=True, text=True,
-                                         timeout=120, check=True).stdout)  # fmt: skip
+    # the commands that read them: list (the state), history (newest first, explained); in
+    # this process (what they print is what they read; the processes above were killed)
+    listed = _convo_here(["monitors", "list", "--db", str(db), "--json"], env, folder,
+                         monkeypatch, capsys)  # fmt: skip
     (monitor,) = listed["monitors"]
     assert monitor["name"] == "escalations" and monitor["origin"] == "config"
     assert [s["state"] for s in monitor["series"]] == ["ok"]
-    history = orjson.loads(subprocess.run([*cli, "history", "escalations", "--db", str(db),
-                                           "--limit", "400", "--json"], env=env, cwd=folder,
-                                          capture_output=True, text=True, timeout=120,
-                                          check=True).stdout)  # fmt: skip
+    history = _convo_here(["monitors", "history", "escalations", "--db", str(db), "--limit",
+                           "400", "--json"], env, folder, monkeypatch, capsys)  # fmt: skip
     starts = [r["window_start"] for r in history["rows"]]
     assert starts == sorted(starts, reverse=True) and str(INCIDENT) in starts
     (opened,) = [r for r in history["rows"] if r["window_start"] == str(INCIDENT)]

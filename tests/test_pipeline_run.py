@@ -9,11 +9,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -192,17 +194,22 @@ def test_the_step_logs_come_with_verbose_or_in_the_log_file(
         assert ACME_KEY not in text and SECRET not in text
 
 
-def test_the_step_list_wraps_whole_sentences() -> None:
-    """`convo run --list` at any width: each step's whole first paragraph, between words."""
+def test_the_step_list_wraps_whole_sentences(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`convo run --list` at any width: each step's whole first paragraph, between words.
+    (In this process: the width is the terminal's, read from COLUMNS when the list is
+    printed; `convo run --help` and the runs below are real processes.)"""
+    from convo_analytics.cli import main
     from convo_analytics.pipeline import load_steps
 
     nightly = Path(__file__).resolve().parent.parent / "pipelines" / "nightly.py"
     for width in ("44", "80", "200"):
-        done = subprocess.run([sys.executable, "-m", "convo_analytics.cli", "run", "--list"],
-                              env={**_env(), "COLUMNS": width}, capture_output=True, text=True,
-                              timeout=60)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        lines = done.stdout.splitlines()
+        monkeypatch.setenv("COLUMNS", width)
+        assert main(["run", "--list"]) == 0
+        out, err = capsys.readouterr()
+        assert err == ""
+        lines = out.splitlines()
         assert all(len(line) <= max(int(width), 40) for line in lines)
         said: dict[str, list[str]] = {}
         for line in lines:
@@ -262,17 +269,17 @@ def test_a_run_killed_inside_a_step_then_rerun_matches_a_clean_run(
 
 
 def test_a_failed_run_alerts_and_leaves_the_published_data(
-    service: tuple[str, Path], tmp_path: Path
+    tmp_path: Path, clean: dict[str, Any]
 ) -> None:
-    url, archive = service
     alert_file = tmp_path / "alert.txt"
     command = (
         f'echo "$CONVO_RUN_STATUS $CONVO_RUN_FAILED_STEP $CONVO_RUN_ERROR" > {alert_file}; '
         f"env > {tmp_path / 'alert-env.txt'}"
     )
-    config = _setup(tmp_path, url, archive, alert_command=orjson.dumps(command).decode())
-    assert _run(config).returncode == 0
+    # after a good run (published data to keep)
+    config = _clean_copy(clean, tmp_path, alert_command=orjson.dumps(command).decode())
     before = current_snapshot(tmp_path / "published")
+    assert before is not None
     wrong_key = "sk_test_not_a_real_key_0000"
     done = _run(config, key=wrong_key)
     assert done.returncode == 1
@@ -338,6 +345,18 @@ def test_ingested_archives_past_retention_go_and_the_others_stay(
     assert not old_ingested.exists() and unread.exists() and all_quarantined.exists()
 
 
+def _clean_copy(clean: dict[str, Any], folder: Path, **extra: str) -> Path:
+    """A copy of the clean run's folder (its warehouse, snapshot, exports, audit log and
+    hooks): a folder after one run, without running one; its config rewritten with
+    ``extra`` when given. Returns the copy's config."""
+    shutil.copytree(clean["config"].parent, folder, dirs_exist_ok=True)
+    config = folder / "convo.toml"
+    if extra:
+        text = clean["config"].read_text()
+        config.write_text(text + "".join(f"{k} = {v}\n" for k, v in extra.items()))
+    return config
+
+
 def _cli(config: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "convo_analytics.cli", "--config", str(config), *args]
 
@@ -358,11 +377,10 @@ def _files(folder: Path) -> dict[str, str]:
 
 
 def test_every_writer_stops_with_75_while_a_run_holds_the_lock_and_changes_nothing(
-    service: tuple[str, Path], tmp_path: Path
+    service: tuple[str, Path], tmp_path: Path, clean: dict[str, Any]
 ) -> None:
-    url, archive = service
-    config = _setup(tmp_path, url, archive)
-    assert _run(config).returncode == 0  # a warehouse and a snapshot the writers could change
+    archive = service[1]
+    config = _clean_copy(clean, tmp_path)  # a warehouse and a snapshot the writers could change
     purge = ["webhooks", "quarantine", "purge", "--before", "2100-01-01"]
     writers = {
         "convo extract": ["extract"],
@@ -377,7 +395,9 @@ def test_every_writer_stops_with_75_while_a_run_holds_the_lock_and_changes_nothi
     try:
         _wait_for(holder, "step transform holding")
         before = _files(tmp_path)
-        done = {name: _convo(config, args) for name, args in writers.items()}
+        with ThreadPoolExecutor(max_workers=len(writers)) as pool:  # all at once: none waits
+            done = dict(zip(writers, pool.map(lambda args: _convo(config, args),
+                                              writers.values()), strict=True))  # fmt: skip
         after = _files(tmp_path)  # before the reader, whose export the audit trail records
         reader = _convo(config, ["export", "summary", "--from", "2026-11-01", "--to", "2026-11-17"])
         listing = _convo(config, ["webhooks", "quarantine", "list", "--json"])

@@ -74,11 +74,19 @@ def _apply(world: World, db: Path, con, operation: str, seed: int):  # type: ign
     return con
 
 
+#: Every kind of load, and transforms between them: written out below for each chunk size,
+#: so that each kind meets both without waiting for the random draws to reach it.
+EVERY_OPERATION = [("new", 11), ("change", 12), ("leads", 13), ("events", 14), ("transform", 15),
+                   ("refetch", 16), ("change", 17), ("events", 18), ("leads", 19)]  # fmt: skip
+
+
 @settings(
-    max_examples=12,
+    max_examples=6,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
+@example(operations=EVERY_OPERATION, chunk=3)
+@example(operations=EVERY_OPERATION, chunk=400_000)
 @example(  # an escalation merged from a later event of another conversation moves its time
     operations=[("new", 1808990727), ("events", 1463236161), ("new", 903819041),
                 ("events", 616027059), ("transform", 1983087016), ("events", 2057328410)],

@@ -24,6 +24,7 @@ import numpy as np
 from convo_analytics.topics._cluster import CORE_SIZE, consensus_labels
 from convo_analytics.topics._features import features
 from convo_analytics.topics._label import label_for, representatives, topic_terms
+from convo_analytics.topics._threads import limited_threads
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -124,6 +125,7 @@ def _clustered(x: NDArray[np.float32], seed: int, max_sample: int) -> NDArray[np
     return centroids
 
 
+@limited_threads(openmp=True)
 def discover_topics(texts: Sequence[str], *, seed: int = 0, max_sample: int = 20000) -> Discovery:
     """Find the topics of ``texts`` without being told how many there are.
 
@@ -166,6 +168,7 @@ def discover_topics(texts: Sequence[str], *, seed: int = 0, max_sample: int = 20
     return Discovery(tuple(int(a) for a in assignments), tuple(topics), matrix)
 
 
+@limited_threads(openmp=False)
 def assign_topics(discovery: Discovery, texts: Sequence[str]) -> tuple[int, ...]:
     """The topic id of each text by nearest centroid of ``discovery``; "other" (0) for
     blank texts and texts far from every topic (the rule discovery placed its own by)."""
@@ -182,6 +185,7 @@ def assign_topics(discovery: Discovery, texts: Sequence[str]) -> tuple[int, ...]
     return tuple(int(a) for a in out)
 
 
+@limited_threads(openmp=False)
 def place_texts(
     centroids: NDArray[np.float32], texts: Sequence[str]
 ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
