@@ -21,8 +21,6 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from scipy.special import gammaincinv
-
 __all__ = [
     "GARWOOD",
     "MIN_SAMPLE",
@@ -189,6 +187,8 @@ def _garwood_bounds(count: int, level: float) -> tuple[float, float]:
     ``low = G^-1(alpha/2; k)`` and ``high = G^-1(1 - alpha/2; k + 1)``, G the gamma
     distribution with unit scale (``chi2(2k)/2``), ``low = 0`` at k = 0.
     """
+    from scipy.special import gammaincinv  # here, like scipy.stats in _histograms: slow to import
+
     alpha = 1.0 - check_level(level)
     low = 0.0 if count == 0 else float(gammaincinv(count, alpha / 2.0))
     high = float(gammaincinv(count + 1, 1.0 - alpha / 2.0))
