@@ -434,13 +434,28 @@ def run_demo(args: argparse.Namespace, paths: Paths, parts: list[Part]) -> list[
     print(f"1. starting the sandbox service ({args.conversations} conversations over "
           f"{args.days} days to {until}, kept in {paths.anchor})")  # fmt: skip
     url = f"http://{host}:{args.port}"
+    hook_url = f"http://{host}:{args.receiver_port}/webhooks"
+    dashboard_url = f"http://{host}:{args.dashboard_port}"
+    # The three servers start together (each takes seconds to import and bind; none needs
+    # another to start): each is waited for where the steps below need it. The dashboard
+    # finds the snapshot that step 4 publishes when a browser opens it.
     parts.append(_start("sandbox", [
         *CLI, "sandbox", "serve", "--host", host, "--port", str(args.port),
         "--conversations", str(args.conversations), "--days", str(args.days),
         "--seed", str(args.seed), "--until", until, "--key-file", str(paths.keys),
         "--webhook-archive", str(paths.history), "--rate-limit", "none",
     ], paths.logs / "sandbox.log"))  # fmt: skip
-    _wait_ready(parts[-1], f"{url}/_sandbox/health", lambda r: r.status_code == 200)
+    parts.append(_start("receiver", [
+        *CLI, "webhooks", "serve", "--host", host, "--port", str(args.receiver_port),
+        "--archive-dir", str(paths.received),
+    ], paths.logs / "receiver.log",
+        env={**os.environ, "CONVO_WEBHOOK_SECRET_FILE": str(paths.receiver_secret)}))  # fmt: skip
+    parts.append(_start("dashboard", [
+        *CLI, "dashboard", "--host", host, "--port", str(args.dashboard_port),
+        "--dir", str(paths.data / "published"),
+    ], paths.logs / "dashboard.log"))  # fmt: skip
+    sandbox, receiver, dashboard = parts[-3:]
+    _wait_ready(sandbox, f"{url}/_sandbox/health", lambda r: r.status_code == 200)
     key_file = orjson.loads(paths.keys.read_bytes())
     key = key_file["workspaces"][0]["apiKey"]
     workspace = key_file["workspaces"][0]["name"]
@@ -450,13 +465,7 @@ def run_demo(args: argparse.Namespace, paths: Paths, parts: list[Part]) -> list[
                    "\n".join(s for s in (receiver_secret, history_secret) if s))  # fmt: skip
 
     print(f"2. starting the webhook receiver, archiving to {paths.received}")
-    hook_url = f"http://{host}:{args.receiver_port}/webhooks"
-    parts.append(_start("receiver", [
-        *CLI, "webhooks", "serve", "--host", host, "--port", str(args.receiver_port),
-        "--archive-dir", str(paths.received),
-    ], paths.logs / "receiver.log",
-        env={**os.environ, "CONVO_WEBHOOK_SECRET_FILE": str(paths.receiver_secret)}))  # fmt: skip
-    _wait_ready(parts[-1], hook_url, lambda r: r.status_code < 500)
+    _wait_ready(receiver, hook_url, lambda r: r.status_code < 500)
 
     print("3. registering the receiver with the sandbox, then some live activity (at the "
           "history's end, the same at every start)")  # fmt: skip
@@ -484,13 +493,8 @@ def run_demo(args: argparse.Namespace, paths: Paths, parts: list[Part]) -> list[
     if done.returncode:
         raise DemoError(f"convo run failed (exit {done.returncode}); its log: {log.name}")
 
-    dashboard_url = f"http://{host}:{args.dashboard_port}"
     print(f"5. serving the dashboard on {dashboard_url}")
-    parts.append(_start("dashboard", [
-        *CLI, "dashboard", "--host", host, "--port", str(args.dashboard_port),
-        "--dir", str(paths.data / "published"),
-    ], paths.logs / "dashboard.log"))  # fmt: skip
-    _wait_ready(parts[-1], f"{dashboard_url}/_stcore/health", lambda r: r.status_code == 200)
+    _wait_ready(dashboard, f"{dashboard_url}/_stcore/health", lambda r: r.status_code == 200)
     return try_next(paths, url, hook_url, dashboard_url, last_day)
 
 

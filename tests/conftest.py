@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 # One thread each for OpenMP (scikit-learn's k-means) and OpenBLAS (numpy), here and in
 # every child process the tests start: `make test` runs two workers on two cores, and
@@ -33,6 +34,27 @@ def _audit_log_apart(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Commands run in this process record their audited actions (audit.enabled is on by
     default) in a throwaway log, never in the checkout's data/audit/."""
     os.environ.setdefault("CONVO_AUDIT_FILE", str(tmp_path_factory.mktemp("audit") / "audit.jsonl"))
+
+
+@pytest.fixture(autouse=True)
+def _streamlit_components_scanned_once() -> None:
+    """Each new AppTest scans every installed package's metadata for Streamlit components
+    on its first run (~0.3-1 s each; the served app scans once, at its start). The
+    packages do not change while the tests run: the first scan's answer is kept for the
+    process. Only where a test module has imported AppTest."""
+    if "streamlit.testing.v1" not in sys.modules:
+        return
+    from streamlit.components.v2 import manifest_scanner
+
+    if getattr(manifest_scanner.scan_component_manifests, "scanned_once", False):
+        return
+    found = manifest_scanner.scan_component_manifests()
+
+    def scan(max_workers: int | None = None) -> list[Any]:
+        return list(found)
+
+    scan.scanned_once = True  # type: ignore[attr-defined]
+    manifest_scanner.scan_component_manifests = scan
 
 
 def make_settings(**overrides: Any) -> SandboxSettings:

@@ -156,8 +156,11 @@ class Beacon:
 
 
 @contextmanager
-def hostile_snapshot(folder: Path, beacon: str) -> Iterator[tuple[Path, str]]:
-    """(the published folder, the hostile conversation's id): a sandbox's history plus one
+def hostile_snapshot(
+    folder: Path, beacon: str, conversations: int = 60
+) -> Iterator[tuple[Path, str]]:
+    """(the published folder, the hostile conversation's id): a sandbox's history (of
+    ``conversations``; the warehouse is ``folder / "w.duckdb"``) plus one
     conversation whose end user wrote :func:`hostile_messages` (with a hostile user id and
     lead source, and an escalation with a hostile reason and owner), told to the sandbox
     the way its live API does, one minute after the history ends (the newest conversation);
@@ -165,7 +168,7 @@ def hostile_snapshot(folder: Path, beacon: str) -> Iterator[tuple[Path, str]]:
     from conftest import UNTIL_MS
     from transform_support import populate
 
-    sandbox = Sandbox(make_settings(conversations=60, days=10))
+    sandbox = Sandbox(make_settings(conversations=conversations, days=10))
     ws = sandbox.workspace_for(ACME_KEY)
     assert ws is not None
     at = UNTIL_MS + 60_000

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import termios
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -81,8 +82,9 @@ def test_the_demo_runs_says_what_to_try_and_stops_on_ctrl_c(tmp_path: Path) -> N
             ["convo", "--config", str(data / "demo" / "convo.toml"), "serve"],
             ["convo", "run", "--config", str(data / "demo" / "convo.toml")],
         ]
-        for command in commands:
-            done = run_help(command, tmp_path, tmp_path)
+        with ThreadPoolExecutor(max_workers=len(commands)) as pool:  # each in its own shell
+            helps = list(pool.map(lambda c: run_help(c, tmp_path, tmp_path), commands))
+        for done in helps:
             assert done.returncode == 0 and "Usage: convo" in done.stdout, done.stderr
         outputs = []
         for command in (commands[0], commands[3]):  # the summary export and the nightly run

@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from convo_analytics.sandbox._model import iso
@@ -235,11 +235,22 @@ def _line(kind: str, n: int) -> tuple[bytes, str]:
     return b'{"receivedAt": "x", "headers": {' + str(n).encode() + b"\n", "quarantine"
 
 
-@settings(max_examples=16, deadline=None, suppress_health_check=list(HealthCheck))
+#: Every kind of line, each where it meets the others: after an event was loaded (a
+#: duplicate, or quarantined), before it (a retry or a replay read first loads it), a
+#: forgery before the genuine one; plain and gzipped.
+EVERY_KIND = [("valid", 1), ("retry", 1), ("resigned", 1), ("replay", 1), ("forged", 1),
+              ("truncated", 1), ("malformed", 1), ("retry", 2), ("valid", 2), ("replay", 3),
+              ("resigned", 3), ("forged", 4), ("valid", 4), ("resigned", 5),
+              ("valid", 5)]  # fmt: skip
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     plan=st.lists(st.tuples(LINE_KINDS, st.integers(0, 12)), min_size=1, max_size=40),
     gzipped=st.booleans(),
 )
+@example(plan=EVERY_KIND, gzipped=False)
+@example(plan=EVERY_KIND[::-1], gzipped=True)
 def test_any_mix_of_lines_ends_in_exactly_one_outcome_and_twice_changes_nothing(
     tmp_path_factory: pytest.TempPathFactory, plan: list[tuple[str, int]], gzipped: bool
 ) -> None:

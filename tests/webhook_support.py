@@ -88,24 +88,29 @@ def rows(db: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any,
 
 
 def table_digest(db: Path) -> str:
-    """A hash of every event table's rows (run ids and times left out)."""
+    """A hash of every event table's rows (run ids and times left out); one connection."""
     parts = []
-    for table in (
-        "events",
-        "event_keys",
-        "quarantine",
-        "message_traces",
-        "escalations",
-        "lead_qualifications",
-        "feedback",
-        "guardrail_events",
-        "conversation_lifecycle",
-    ):
-        cols = {
-            "quarantine": "* EXCLUDE (ingest_run_id, quarantined_at, resolved_at, resolved_by)",
-            "events": "* EXCLUDE (ingest_run_id)",
-        }.get(table, "*")
-        parts.append(f"{table}:{rows(db, f'SELECT {cols} FROM {table} ORDER BY ALL')!r}")
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        for table in (
+            "events",
+            "event_keys",
+            "quarantine",
+            "message_traces",
+            "escalations",
+            "lead_qualifications",
+            "feedback",
+            "guardrail_events",
+            "conversation_lifecycle",
+        ):
+            cols = {
+                "quarantine": "* EXCLUDE (ingest_run_id, quarantined_at, resolved_at, resolved_by)",
+                "events": "* EXCLUDE (ingest_run_id)",
+            }.get(table, "*")
+            found = con.execute(f"SELECT {cols} FROM {table} ORDER BY ALL").fetchall()
+            parts.append(f"{table}:{found!r}")
+    finally:
+        con.close()
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

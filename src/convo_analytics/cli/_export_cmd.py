@@ -29,9 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from hashlib import sha256
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import duckdb
 import orjson
 import typer
 from rich.console import Console
@@ -50,6 +49,9 @@ from convo_analytics.cli._transform_cmd import (
 )
 from convo_analytics.config import Settings, WorkspaceConfig
 from convo_analytics.errors import UserError
+
+if TYPE_CHECKING:  # duckdb is imported by the code that opens a warehouse, not by --help
+    import duckdb
 
 __all__ = ["export_app"]
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import duckdb
 import orjson
 import typer
 from rich.console import Console
@@ -15,6 +14,9 @@ from rich.console import Console
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._options import DbOption, default_of
 from convo_analytics.config import Settings
+
+if TYPE_CHECKING:  # duckdb is imported by the code that opens a warehouse, not by --help
+    import duckdb
 
 __all__ = [
     "FromOption",

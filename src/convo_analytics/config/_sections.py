@@ -92,7 +92,7 @@ class ServiceSettings(Section):
         10.0, "Timeout in seconds for connecting to the service.", ge=0.1
     )
     reach_budget_seconds: Float = setting(
-        15.0,
+        5.0,
         "How long a run keeps retrying refused connections, DNS and TLS failures before "
         "the service has answered at all; then it fails with one line. Once the service has "
         "answered, retries follow extract.max_attempts.",

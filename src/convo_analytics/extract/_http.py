@@ -109,7 +109,7 @@ class ServiceClient:
         transport: httpx.AsyncBaseTransport | None = None,
         seed: int | None = None,
         allowed_origins: Iterable[str] = (),
-        reach_budget_seconds: float = 15.0,
+        reach_budget_seconds: float = 5.0,
     ) -> None:
         self.base_url = check_base_url(base_url)
         self.credentials = (

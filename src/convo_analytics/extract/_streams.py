@@ -62,7 +62,7 @@ class ExtractConfig:
     connect_timeout: float = 10.0
     read_timeout: float = 30.0
     #: How long this run may keep trying before the service has answered at all.
-    reach_budget_seconds: float = 15.0
+    reach_budget_seconds: float = 5.0
     allowed_origins: tuple[str, ...] = ()
     #: Warnings fail their stream.
     strict: bool = False

@@ -84,8 +84,11 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         from convo_analytics.warehouse._upgrade import rekey_event_keys
 
         rekey_event_keys(con, compression=compression)
-    for table in ALL_TABLES:
-        con.execute(table.ddl(compression=compression))
+    # One transaction: DuckDB commits each statement on its own otherwise, and the ~50
+    # commits of a new file took most of its opening time (every test's, every run's).
+    with transaction(con):
+        for table in ALL_TABLES:
+            con.execute(table.ddl(compression=compression))
     rekeyed = REKEYED_IN_6 if 0 < before < 6 else ()
     upgrade_tables(con, ALL_TABLES, compression=compression, rebuild=rekeyed)
     if 0 < before < 2:
