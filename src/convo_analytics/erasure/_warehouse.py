@@ -55,6 +55,7 @@ _HOLDERS = (
     _Holder("lead_qualifications", (("lead_id", "leads"), ("conversation_id", "conversations"))),
     _Holder("conversation_topics", (("conversation_id", "conversations"),)),
     _Holder("knowledge_gaps", (("conversation_id", "conversations"),)),
+    _Holder("removed_texts", (("conversation_id", "conversations"),)),
     _Holder("privacy_findings", (("record_id", "all"),)),
 )
 
