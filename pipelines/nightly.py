@@ -354,16 +354,19 @@ def check_exports(settings: Settings) -> None:
 
 
 def retention(ctx: RunContext) -> dict[str, Any]:
-    """Remove received archive files past their retention, once ingested."""
-    from convo_analytics.pipeline import prune_archives
-    from convo_analytics.warehouse import open_warehouse
+    """Per workspace, remove raw payloads, transcript text (the metrics stay) and received
+    archive files past their days (archives once ingested), and list what went in the
+    run's retention manifest, recorded in the audit trail."""
+    from convo_analytics.pipeline import run_retention
 
-    archive_dir = ctx.settings.require_path("webhooks.archive_dir")
-    con = open_warehouse(ctx.db_path)
-    try:
-        return prune_archives(con, archive_dir, ctx.settings.get_int("run.archive_retention_days"))
-    finally:
-        con.close()
+    return run_retention(ctx.settings, ctx.db_path, ctx.run_id).counts()
+
+
+def check_retention(settings: Settings) -> None:
+    """The retention settings, and the audit log the manifest is recorded in."""
+    from convo_analytics.pipeline import check_retention as check
+
+    check(settings)
 
 
 #: Publish comes last of the data steps, so that a snapshot only ever shows a run that did
@@ -374,7 +377,7 @@ STEPS = [
     Step("transform", transform, transform.__doc__ or "", check_transform),
     Step("monitors", monitors, monitors.__doc__ or "", check_monitors),
     Step("exports", exports, exports.__doc__ or "", check_exports),
-    Step("retention", retention, retention.__doc__ or ""),
+    Step("retention", retention, retention.__doc__ or "", check_retention),
     Step("publish", publish, publish.__doc__ or ""),
     Step("reports", reports, reports.__doc__ or "", check_reports),
 ]

@@ -391,6 +391,12 @@ CASES = [
     Case(("config", "show"), "privacy_scrub: Input should be 'off', 'mask' or 'hash'",
          {"CONVO_CONFIG": "w.toml"},
          files={"w.toml": '[[workspaces]]\nname = "acme"\nprivacy_scrub = "redact"\n'}),
+    # issue 30: retention days (D-RETENTION), global and a workspace's own
+    Case(("run",), "CONVO_RETENTION_TRANSCRIPT_DAYS must be an integer >= 0",
+         {"CONVO_RETENTION_TRANSCRIPT_DAYS": "-1"}),
+    Case(("config", "show"), "retention_archive_days: Input should be greater than or equal to 0",
+         {"CONVO_CONFIG": "r.toml"},
+         files={"r.toml": '[[workspaces]]\nname = "acme"\nretention_archive_days = -3\n'}),
     # issue 26: the run builds its transform as `convo transform` does (no zone: refused)
     Case(("run",), "transform.timezones: name at least one time zone",
          {"CONVO_CONFIG": "tz.toml"}, files={"tz.toml": "[transform]\ntimezones = []\n"}),

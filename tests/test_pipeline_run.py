@@ -340,9 +340,20 @@ def test_ingested_archives_past_retention_go_and_the_others_stay(
         os.utime(path, (week_ago, week_ago))
     done = _run(config)
     assert done.returncode == 0
-    steps = {s["name"]: s for s in orjson.loads(done.stdout)["steps"]}
-    assert steps["retention"]["counts"]["removed"] == 1
+    result = orjson.loads(done.stdout)
+    steps = {s["name"]: s for s in result["steps"]}
+    counts = steps["retention"]["counts"]
+    assert counts["archive_files"] == 1
     assert not old_ingested.exists() and unread.exists() and all_quarantined.exists()
+    # the run's JSON names its manifest, which lists the file (run.archive_retention_days,
+    # the older name of retention.archive_days, still read)
+    manifest = orjson.loads(Path(counts["manifest"]).read_bytes())
+    assert (
+        Path(counts["manifest"]).resolve()
+        == (tmp_path / "data" / "retention" / f"{result['run_id']}.json").resolve()
+    )
+    assert manifest["settings"]["archive_days_from"] == "run.archive_retention_days"
+    assert [f["name"] for f in manifest["flat_endpoint_archive"]["files"]] == [old_ingested.name]
 
 
 def _clean_copy(clean: dict[str, Any], folder: Path, **extra: str) -> Path:

@@ -54,6 +54,7 @@ ACTIONS = (
     "notebook.run",
     "report.sent",
     "audit.export",
+    "retention",
 )
 _ACTION = re.compile(r"[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*")
 

@@ -36,6 +36,7 @@ __all__ = [
     "PublishSettings",
     "ReadSettings",
     "ReportingSettings",
+    "RetentionSettings",
     "RunSettings",
     "SandboxSettings",
     "ServeSettings",
@@ -659,8 +660,7 @@ class RunSettings(Section):
     )
     archive_retention_days: Int = setting(
         90,
-        "Received webhook archive files older than this, once ingested, are removed (0 "
-        "keeps them all).",
+        "Deprecated: the older name of retention.archive_days, read when that is not set.",
         ge=0,
     )
     alert_webhook_url: SecretText = setting(
@@ -675,6 +675,40 @@ class RunSettings(Section):
         "CONVO_RUN_STATUS, CONVO_RUN_FAILED_STEP, CONVO_RUN_ERROR, CONVO_RUN_WARNINGS and "
         "CONVO_NOTIFY_KEY set and the alert's JSON on stdin; a non-zero exit is retried "
         "(empty: none).",
+    )
+
+
+class RetentionSettings(Section):
+    """How long the run's retention step keeps raw payloads, transcripts and received
+    archives (issue 30; D-RETENTION). Each is overridable per workspace in
+    ``[[workspaces]]`` (``retention_raw_payload_days``, ``retention_transcript_days``,
+    ``retention_archive_days``)."""
+
+    raw_payload_days: Int = setting(
+        0,
+        "Raw payloads (every fetched version of a record, whole: raw_conversations, "
+        "raw_conversation_details, raw_leads, raw_service_summaries) fetched more than this "
+        "many days ago are deleted (0 keeps them).",
+        ge=0,
+    )
+    transcript_days: Int = setting(
+        0,
+        "The text of the messages of conversations whose last activity (update, end, or "
+        "webhook event) is more than this many days old is removed, with its copies (topic "
+        "texts and examples, knowledge-gap questions and answers, the raw details, message "
+        "events' extra data); the messages and every metric stay (0 keeps them).",
+        ge=0,
+    )
+    archive_days: Int = setting(
+        90,
+        "Received webhook archive files older than this, once ingested, are removed (0 "
+        "keeps them all). Unset, run.archive_retention_days (its older name) is read.",
+        ge=0,
+    )
+    manifest_dir: PathOrNone = setting(
+        "data/retention",
+        "Folder of the retention manifests: RUN_ID.json per run, listing per workspace and "
+        "store what the run removed.",
     )
 
 

@@ -42,6 +42,7 @@ from convo_analytics.config._sections import (
     PublishSettings,
     ReadSettings,
     ReportingSettings,
+    RetentionSettings,
     RunSettings,
     SandboxSettings,
     ServeSettings,
@@ -100,6 +101,7 @@ class Settings(SourcedSettings):
     lake: LakeSettings = Field(default_factory=LakeSettings)
     read: ReadSettings = Field(default_factory=ReadSettings)
     run: RunSettings = Field(default_factory=RunSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
     reporting: ReportingSettings = Field(default_factory=ReportingSettings)

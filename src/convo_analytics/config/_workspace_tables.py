@@ -80,6 +80,10 @@ class WorkspaceSpec(_Spec):
     serve_tokens_file: Path | None = None
     #: Its own ``privacy.scrub`` (read by convo_analytics.privacy.privacy_config).
     privacy_scrub: Literal["off", "mask", "hash"] | None = None
+    #: Its own ``[retention]`` days (read by convo_analytics.pipeline.retention_config).
+    retention_raw_payload_days: Annotated[int, Field(ge=0)] | None = None
+    retention_transcript_days: Annotated[int, Field(ge=0)] | None = None
+    retention_archive_days: Annotated[int, Field(ge=0)] | None = None
 
     @field_validator("base_url")
     @classmethod

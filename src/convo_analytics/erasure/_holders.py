@@ -59,6 +59,7 @@ HOLDERS: tuple[Holder, ...] = (
     Holder("message_traces", _CONV, order=("responded_at",)),
     Holder("conversation_topics", _CONV, order=("conversation_id",)),
     Holder("knowledge_gaps", _CONV, order=("answered_at",)),
+    Holder("removed_texts", _CONV, order=("conversation_id",)),
     Holder("privacy_findings", (("record_id", "all"),), order=("source", "record_id", "kind")),
     Holder("mart_conversations", _CONV, derived=True, order=("started_at",)),
     Holder("mart_conversation_footprints", _CONV, derived=True, order=("conversation_id",)),

@@ -1,6 +1,7 @@
 """The nightly run (steps in order, recorded in pipeline_runs, alerting on failure) and the
 writers' locks every writing command takes (the warehouse's, ``<warehouse>.lock``, and a
-snapshot publish's published folder's); a workspace's share of the run on its own shard."""
+snapshot publish's published folder's); a workspace's share of the run on its own shard;
+the retention step's removals and their manifest."""
 
 from convo_analytics.pipeline._lock import (
     LOCKED_EXIT,
@@ -13,7 +14,8 @@ from convo_analytics.pipeline._lock import (
     warehouse_lock,
     warehouse_writer,
 )
-from convo_analytics.pipeline._retention import prune_archives
+from convo_analytics.pipeline._retention import RetentionResult, check_retention, run_retention
+from convo_analytics.pipeline._retention_config import Days, RetentionConfig, retention_config
 from convo_analytics.pipeline._runner import (
     RunContext,
     RunResult,
@@ -33,7 +35,10 @@ from convo_analytics.pipeline._shards import (
 
 __all__ = [
     "LOCKED_EXIT",
+    "Days",
     "LockUnavailable",
+    "RetentionConfig",
+    "RetentionResult",
     "RunContext",
     "RunResult",
     "ShardWorkspaces",
@@ -42,12 +47,14 @@ __all__ = [
     "WarehouseLocked",
     "WriterLock",
     "acquire_writer_locks",
+    "check_retention",
     "check_steps",
     "load_steps",
     "lock_beside",
-    "prune_archives",
     "publish_lock",
+    "retention_config",
     "run_pipeline",
+    "run_retention",
     "run_shard_step",
     "shard_path",
     "shard_settings",

@@ -39,8 +39,9 @@ def shard_path(settings: Settings, name: str) -> Path:
 
 def shard_settings(settings: Settings, name: str) -> Settings:
     """``settings`` narrowed to workspace ``name``: its ``[[workspaces]]`` entry only, its own
-    shard, lock, snapshots and exports, and only its own webhook archives (the flat
-    ``webhooks.secret`` and ``run.ingest_paths`` belong to the whole installation).
+    shard, lock, snapshots, exports and retention manifests, and only its own webhook
+    archives (the flat ``webhooks.secret`` and ``run.ingest_paths`` belong to the whole
+    installation).
     ``run.lock_file`` is emptied: a shard's lock is always its own, beside the shard (a
     lock file named for the installation would make every shard wait for every other).
 
@@ -54,6 +55,7 @@ def shard_settings(settings: Settings, name: str) -> Settings:
         "run.lock_file": None,
         "publish.dir": folder / "published" / name,
         "export.dir": folder / "exports" / name,
+        "retention.manifest_dir": folder / "retention" / name,
     }
     if not chosen.implicit:
         overrides |= {"webhooks.secret": None, "run.ingest_paths": ()}

@@ -36,6 +36,7 @@ from convo_analytics.topics._curations import (
     split_regex,
 )
 from convo_analytics.topics._discover import OTHER_ID, OTHER_LABEL, discover_topics, place_texts
+from convo_analytics.warehouse._retention_tables import texts_removed_sql
 from convo_analytics.warehouse._topic_tables import (
     CONVERSATION_TOPICS,
     MART_TOPICS,
@@ -179,14 +180,20 @@ def _read_texts(
 
 
 def _store_texts(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, int]:
-    """Record new or changed first messages (not yet placed); per workspace, how many."""
+    """Record new or changed first messages (not yet placed); per workspace, how many.
+
+    A conversation whose text the run's retention step removed keeps its placement (its
+    text is gone, not changed; D-RETENTION) until a newer transcript brings text again."""
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _topic_new AS
         SELECT t.* FROM {_TEXTS} t
         LEFT JOIN {CONVERSATION_TOPICS.name} o
           ON o.workspace_id = t.workspace_id AND o.conversation_id = t.conversation_id
-        WHERE o.conversation_id IS NULL OR o.text IS DISTINCT FROM t.text
-           OR o.language IS DISTINCT FROM t.language"""
+        WHERE (o.conversation_id IS NULL OR o.text IS DISTINCT FROM t.text
+               OR o.language IS DISTINCT FROM t.language)
+          AND NOT (t.text IS NULL AND o.conversation_id IS NOT NULL
+                   AND (t.workspace_id, t.conversation_id) IN (
+                       SELECT workspace_id, conversation_id FROM ({texts_removed_sql()})))"""
     )
     con.execute(
         f"""DELETE FROM {CONVERSATION_TOPICS.name}
@@ -253,7 +260,18 @@ def _discover(
             WHERE workspace_id = ? ORDER BY conversation_id""",
         [ws],
     )
-    keep = rows["topic_id"].is_in(list(pinned)).fill_null(False)
+    # what has no text any more (retention, D-RETENTION) cannot be clustered again: it
+    # keeps its topic, as a pinned topic's conversations do
+    removed = [
+        r[0]
+        for r in con.execute(
+            f"SELECT conversation_id FROM ({texts_removed_sql()}) WHERE workspace_id = ?", [ws]
+        ).fetchall()
+    ]
+    textless = rows["text"].is_null() & rows["topic_id"].is_not_null()
+    keep = rows["topic_id"].is_in(list(pinned)).fill_null(False) | (
+        textless & rows["conversation_id"].is_in(removed)
+    ).fill_null(False)
     todo = rows.filter(~keep)
     texts = [t or "" for t in todo["text"].to_list()]
     groups = _groups(todo["language"].fill_null("").to_list())

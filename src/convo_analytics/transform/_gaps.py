@@ -11,6 +11,10 @@ or after it, a rating of 2 or less, the conversation abandoned) and a
 severity of 1 plus one for each. ``transform._gap_report`` groups the rows by
 topic for the dashboard and `convo export knowledge-gaps`.
 
+An answer whose text the run's retention step removed (``removed_texts``, D-RETENTION)
+is a fallback when its words were one then: the marts stay as they were, and its
+question and answer stay empty.
+
 The rows of a conversation depend only on its messages and its facts (status,
 rating, topic, escalations), so the transform rewrites them for the
 conversations it recomputes, in the transaction that rewrites their marts: a
@@ -29,6 +33,7 @@ import duckdb
 from convo_analytics.errors import UserError
 from convo_analytics.transform._frames import scalar
 from convo_analytics.transform._mart_set import MartSet
+from convo_analytics.warehouse._retention_tables import REMOVED_TEXTS
 from convo_analytics.warehouse._topic_tables import KNOWLEDGE_GAPS
 
 __all__ = [
@@ -119,7 +124,12 @@ def write_gaps(
         con.execute(f"DELETE FROM {target} WHERE (workspace_id, conversation_id) IN {listed}")
         scope = f"(coalesce(m.workspace_id, ''), m.conversation_id) IN {listed}"
     matcher = _matcher(patterns)
-    pattern_rule = "FALSE" if matcher is None else "regexp_matches(coalesce(m.text, ''), ?, 'i')"
+    by_words = "FALSE" if matcher is None else "regexp_matches(coalesce(m.text, ''), ?, 'i')"
+    # an answer whose text retention removed is a fallback if its words were one then
+    pattern_rule = (
+        "CASE WHEN m.text IS NULL AND r.conversation_id IS NOT NULL "
+        f"THEN coalesce(list_contains(r.fallback_answers, m.id), false) ELSE {by_words} END"
+    )
     params: list[Any] = ([matcher] if matcher is not None else []) + [threshold, threshold]
     columns = ", ".join(c.name for c in KNOWLEDGE_GAPS.columns)
     before = int(scalar(con, f"SELECT count(*) FROM {target}"))  # the other conversations'
@@ -137,6 +147,9 @@ def write_gaps(
                        CASE WHEN m.confidence < ? THEN ['{REASONS[2]}']
                             ELSE []::VARCHAR[] END) AS reasons
             FROM messages m
+            LEFT JOIN {REMOVED_TEXTS.name} r
+              ON r.workspace_id = m.workspace_id AND r.conversation_id = m.conversation_id
+             AND r.messages_run_id = m.run_id
             WHERE m.role = 'assistant' AND m.workspace_id IS NOT NULL AND {scope}
         ),
         failing AS (SELECT * FROM answers WHERE len(reasons) > 0),

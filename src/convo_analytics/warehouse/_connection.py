@@ -15,6 +15,7 @@ from convo_analytics.warehouse._ingest_tables import INGEST_TABLES
 from convo_analytics.warehouse._marts import MART_TABLES
 from convo_analytics.warehouse._monitor_tables import MONITOR_TABLES
 from convo_analytics.warehouse._privacy_tables import PRIVACY_TABLES
+from convo_analytics.warehouse._retention_tables import RETENTION_TABLES
 from convo_analytics.warehouse._runs import PIPELINE_RUNS
 from convo_analytics.warehouse._tables import ALL_TABLES as SOURCE_TABLES
 from convo_analytics.warehouse._tables import REKEYED_IN_6, SCHEMA_VERSION, Column, Table
@@ -24,7 +25,7 @@ from convo_analytics.warehouse._transaction import transaction
 #: Every table of the warehouse: what extract and ingest load, the ingest's own, the marts.
 ALL_TABLES = (
     *SOURCE_TABLES, *PRIVACY_TABLES, *INGEST_TABLES, *MART_TABLES, *TOPIC_TABLES,
-    *MONITOR_TABLES, *ERASURE_TABLES, PIPELINE_RUNS,
+    *MONITOR_TABLES, *ERASURE_TABLES, *RETENTION_TABLES, PIPELINE_RUNS,
 )  # fmt: skip
 
 
