@@ -11,7 +11,11 @@ The order, each step safe to repeat (D-ERASURE):
 4. the warehouse file rewritten (no freed block keeps their bytes);
 5. a new snapshot published and every older one removed (``keep = 1`` for this
    publish, whatever ``publish.keep``: the older ones hold the person);
-6. an ``erasure_log`` row with the certificate, and an audit record.
+6. when the settings name a lake that exists, the lake (``_lake``): the workspace
+   re-published from the erased warehouse, the snapshots and files holding its old rows
+   removed, the readers' copies of the lake made again (the person's lake rows were
+   counted before step 2, into its ``started`` row: a re-run no longer knows their ids);
+7. an ``erasure_log`` row with the certificate, and an audit record.
 
 A kill anywhere leaves a started erasure without its completion; running the same
 ``convo erase`` again finds it (by the person's subject hash), does what is left (the
@@ -33,6 +37,7 @@ import orjson
 
 from convo_analytics.audit import auditor
 from convo_analytics.config import Settings
+from convo_analytics.erasure._lake import dry_lake, erase_lake, lake_of, lake_rows, lake_store
 from convo_analytics.erasure._person import Found, PersonRequest, find_person, subject_hash
 from convo_analytics.erasure._warehouse import (
     TableHit,
@@ -144,6 +149,8 @@ def erase_person(
     require_existing(db_path)
     config = transform_config(settings, reconcile=False) if not dry_run else None
     audit = auditor(settings)  # a log that cannot be written stops it before anything
+    lake = lake_of(settings)  # a lake that cannot be reached too
+    folder = settings.get_path("publish.dir")
     with warehouse_writer(settings, "convo erase", publishes=not dry_run):
         con = open_warehouse(db_path, must_exist=True)  # a dry run too: the schema is current
         try:
@@ -171,6 +178,9 @@ def erase_person(
                     "warehouse": {"path": str(db_path), "tables": _merged({}, hits)},
                     "published snapshots": _snapshot_files(settings),
                 }
+                if lake is not None:
+                    texts = user_texts(con, ws_id, found)
+                    certificate["stores"]["lake"] = dry_lake(lake, ws_id, found, texts, folder)
                 if audit is not None:
                     audit.record("erasure.dry_run", what=f"convo erase --dry-run ({kind})",
                                  rows=sum(h.rows for h in hits), workspace=ws_name,
@@ -182,10 +192,14 @@ def erase_person(
             certificate["requestedAt"] = before.get("requestedAt") or _now()
             prior = before.get("stores", {}).get("warehouse", {}).get("tables", {})
             texts = user_texts(con, ws_id, found)
+            held = lake_rows(lake, ws_id, found, texts) if lake is not None else {}
             with transaction(con):
                 hits = delete_rows(con, ws_id, found, names, texts)
                 tables = _merged(prior, hits)
                 certificate["stores"] = {"warehouse": {"path": str(db_path), "tables": tables}}
+                if lake is not None:
+                    earlier = before.get("stores", {}).get("lake", {})
+                    certificate["stores"]["lake"] = lake_store(lake, held, earlier)
                 certificate["status"] = "started"
                 _log(con, erasure_id, step, ws_id, subject, "started", certificate)
                 added = add_suppressions(
@@ -210,7 +224,6 @@ def erase_person(
             }
             stores["suppression list"] = {"added": added + int(before.get("suppressed", 0))}
             certificate["suppressed"] = stores["suppression list"]["added"]
-            folder = settings.get_path("publish.dir")
             if folder is not None and folder.is_dir():
                 removed = [p.name for p in _snapshot_paths(folder)]
                 snap = publish_snapshot(con, db_path, folder, keep=1)
@@ -219,6 +232,9 @@ def erase_person(
                     "sha256": _sha256(snap.path),
                     "removed": sorted(set(removed) - {snap.path.name}),
                 }
+            if lake is not None:
+                stores["lake"] = erase_lake(con, lake, ws_id, found, texts, held,
+                                            stores["lake"], folder)  # fmt: skip
             certificate["completedAt"] = _now()
             certificate["status"] = "complete"
             with transaction(con):
