@@ -320,6 +320,7 @@ def test_the_person_leaves_every_file_of_the_lake_and_readers_read_on(lake: Lake
     assert store["tables"]["messages"]["snapshotsExpired"] >= 1
     assert store["tables"]["messages"]["filesRemoved"] >= 3
     assert store["publishId"] and store["pinsLost"] == []
+    assert store["pinsMoved"] >= 1  # globex's, on snapshots holding acme's old files
     assert store["copies"]["removed"] and store["copies"]["made"]
     assert PERSON not in json.dumps(cert)
     # no file of the lake, nor any other under the data folder, holds them
