@@ -17,8 +17,7 @@ from convo_analytics.erasure._person import Found
 
 if TYPE_CHECKING:
     from convo_analytics.config import Settings
-    from convo_analytics.lake import LakeConfig
-    from convo_analytics.lake._erase import LakePerson
+    from convo_analytics.lake import LakeConfig, LakePerson
 
 __all__ = ["dry_lake", "erase_lake", "lake_of", "lake_rows", "lake_store"]
 
@@ -27,8 +26,7 @@ def lake_of(settings: Settings) -> LakeConfig | None:
     """The lake to erase from: the one the ``lake.*`` settings name, if it exists (an
     SQLite catalog whose file is there, or any other catalog, which must be reachable:
     LakeUnavailable otherwise, before anything is changed)."""
-    from convo_analytics.lake import LakeConfig
-    from convo_analytics.lake._erase import lake_present
+    from convo_analytics.lake import LakeConfig, lake_present
 
     config = LakeConfig.from_settings(settings)
     if not lake_present(config):
@@ -38,7 +36,7 @@ def lake_of(settings: Settings) -> LakeConfig | None:
 
 
 def _person(found: Found, texts: list[str]) -> LakePerson:
-    from convo_analytics.lake._erase import LakePerson
+    from convo_analytics.lake import LakePerson
 
     return LakePerson(
         conversations=frozenset(found.conversations),
@@ -54,7 +52,7 @@ def lake_rows(
 ) -> dict[str, int]:
     """The person's rows in each lake table now (counted before the warehouse loses them:
     a re-run after a kill no longer knows their ids)."""
-    from convo_analytics.lake._erase import person_rows
+    from convo_analytics.lake import person_rows
 
     return person_rows(config, workspace_id, _person(found, texts))
 
@@ -62,13 +60,12 @@ def lake_rows(
 def lake_store(config: LakeConfig, rows: dict[str, int], before: dict[str, Any]) -> dict[str, Any]:
     """The certificate's ``lake`` store as it starts: where, and the person's rows per table
     (the most any attempt counted: ``before`` is the store an earlier one logged)."""
-    from convo_analytics.lake._erase import merged_rows
-
     earlier = {t: int(v.get("rows", 0)) for t, v in before.get("tables", {}).items()}
+    most = {t: max(earlier.get(t, 0), rows.get(t, 0)) for t in sorted({*earlier, *rows})}
     return {
         "catalog": config.display_uri,
         "namespace": config.namespace,
-        "tables": {t: {"rows": n} for t, n in merged_rows(earlier, rows).items() if n},
+        "tables": {t: {"rows": n} for t, n in most.items() if n},
     }
 
 
@@ -95,7 +92,7 @@ def erase_lake(
 ) -> dict[str, Any]:
     """Erase the person from the lake (``held``: their rows per table, counted before the
     warehouse lost them); the certificate's ``lake`` store, completed from ``store``."""
-    from convo_analytics.lake._erase import erase_from_lake
+    from convo_analytics.lake import erase_from_lake
 
     done = erase_from_lake(con, config, workspace_id, _person(found, texts),
                            held=held).to_json()  # fmt: skip
@@ -111,7 +108,7 @@ def erase_lake(
 def _copies(folder: Path | None) -> list[Path]:
     """The readers' copies of the lake in ``publish.dir`` (and their notices, half-made
     ones included)."""
-    from convo_analytics.publish._lake_copy import LAKE_PREFIX
+    from convo_analytics.publish import LAKE_PREFIX
 
     if folder is None or not folder.is_dir():
         return []
@@ -122,7 +119,7 @@ def _replace_copies(config: LakeConfig, folder: Path | None) -> dict[str, Any]:
     """Where readers keep copies of the lake, one made now from the erased lake, and every
     other removed (they hold the person)."""
     from convo_analytics.lake import lake_state, materialise_lake
-    from convo_analytics.publish._lake_copy import LAKE_PREFIX
+    from convo_analytics.publish import LAKE_PREFIX
 
     old = _copies(folder)
     if folder is None or not old:

@@ -588,9 +588,3 @@ def _any_of(parts: list[BooleanExpression]) -> BooleanExpression:
     from convo_analytics.lake._changes import _any_of as balanced
 
     return balanced(parts)
-
-
-def merged_rows(before: Mapping[str, int], now: Mapping[str, int]) -> dict[str, int]:
-    """Rows per table over attempts: the most any attempt counted (rows only go)."""
-    tables = set(before) | set(now)
-    return {t: max(int(before.get(t, 0)), int(now.get(t, 0))) for t in sorted(tables)}
