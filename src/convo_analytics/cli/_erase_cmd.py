@@ -54,14 +54,15 @@ def erase(
     db: DbOption = None,
 ) -> None:
     """Erase one person of one workspace: their conversations, messages, leads and
-    events leave the warehouse, the marts and the published snapshots; they join the
-    suppression list extract and ingest honour; a certificate (naming them only by a
-    salted hash) goes to erasure_log and, with --json, to stdout.
+    events leave the warehouse, the marts, the published snapshots and, when the
+    lake.* settings name one, the Iceberg lake (its old snapshots and files too); they
+    join the suppression list extract and ingest honour; a certificate (naming them only
+    by a salted hash) goes to erasure_log and, with --json, to stdout.
 
     Exit status 0 when erased (or, with --dry-run, listed); 2 for a usage error (no
-    warehouse, an unknown workspace, not exactly one identifier); 75 when another
-    writer holds the warehouse. Safe to run again after a kill: it completes the
-    erasure it started.
+    warehouse, an unknown workspace, not exactly one identifier, a lake that cannot be
+    reached); 75 when another writer holds the warehouse. Safe to run again after a
+    kill: it completes the erasure it started.
     """
     kind, value = person_flags(external_user_id, email)
     settings = settings_from_context(ctx, {"warehouse.path": db})

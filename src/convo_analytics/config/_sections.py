@@ -600,7 +600,9 @@ class LakeSettings(Section):
         168,
         "A publish's commit to a lake table expires the table's snapshots older than "
         "this many hours (time travel reaches back this far; the files stay for orphan-file "
-        "maintenance), but not those its readers are pinned to.",
+        "maintenance), but not those its readers are pinned to. convo erase is the "
+        "exception: it expires at once every snapshot holding the erased workspace's old "
+        "rows, and removes their files.",
         ge=0,
     )
 

@@ -11,7 +11,11 @@ The order, each step safe to repeat (D-ERASURE):
 4. the warehouse file rewritten (no freed block keeps their bytes);
 5. a new snapshot published and every older one removed (``keep = 1`` for this
    publish, whatever ``publish.keep``: the older ones hold the person);
-6. an ``erasure_log`` row with the certificate, and an audit record.
+6. when the settings name a lake that exists, the lake (``_lake``): the workspace
+   re-published from the erased warehouse, the snapshots and files holding its old rows
+   removed, the readers' copies of the lake made again (the person's lake rows were
+   counted before step 2, into its ``started`` row: a re-run no longer knows their ids);
+7. an ``erasure_log`` row with the certificate, and an audit record.
 
 A kill anywhere leaves a started erasure without its completion; running the same
 ``convo erase`` again finds it (by the person's subject hash), does what is left (the
@@ -33,6 +37,7 @@ import orjson
 
 from convo_analytics.audit import auditor
 from convo_analytics.config import Settings
+from convo_analytics.erasure._lake import dry_lake, erase_lake, lake_of, lake_rows, lake_store
 from convo_analytics.erasure._person import Found, PersonRequest, find_person, subject_hash
 from convo_analytics.erasure._warehouse import (
     TableHit,
@@ -202,6 +207,8 @@ def _erase_in(
     db_path = settings.require_path("warehouse.path")
     require_existing(db_path)
     config = transform_config(settings, reconcile=False) if not dry_run else None
+    lake = lake_of(settings)  # a lake that cannot be reached stops it before anything
+    folder = settings.get_path("publish.dir")
     with warehouse_writer(settings, "convo erase", publishes=not dry_run):
         con = open_warehouse(db_path, must_exist=True)  # a dry run too: the schema is current
         try:
@@ -229,6 +236,9 @@ def _erase_in(
                     "warehouse": {"path": str(db_path.resolve()), "tables": _merged({}, hits)},
                     "published snapshots": _snapshot_files(settings),
                 }
+                if lake is not None:
+                    texts = user_texts(con, ws_id, found)
+                    certificate["stores"]["lake"] = dry_lake(lake, ws_id, found, texts, folder)
                 return ErasureResult(certificate, dry_run=True)
             resumed = _started(con, ws_id, subject)
             erasure_id, step, before = resumed or (uuid.uuid4().hex[:16], 0, {})
@@ -236,12 +246,16 @@ def _erase_in(
             certificate["requestedAt"] = before.get("requestedAt") or _now()
             prior = before.get("stores", {}).get("warehouse", {}).get("tables", {})
             texts = user_texts(con, ws_id, found)
+            held = lake_rows(lake, ws_id, found, texts) if lake is not None else {}
             with transaction(con):
                 hits = delete_rows(con, ws_id, found, names, texts)
                 tables = _merged(prior, hits)
                 certificate["stores"] = {
                     "warehouse": {"path": str(db_path.resolve()), "tables": tables}
                 }
+                if lake is not None:
+                    earlier = before.get("stores", {}).get("lake", {})
+                    certificate["stores"]["lake"] = lake_store(lake, held, earlier)
                 certificate["status"] = "started"
                 _log(con, erasure_id, step, ws_id, subject, "started", certificate)
                 added = add_suppressions(
@@ -269,7 +283,6 @@ def _erase_in(
             }
             stores["suppression list"] = {"added": added + int(before.get("suppressed", 0))}
             certificate["suppressed"] = stores["suppression list"]["added"]
-            folder = settings.get_path("publish.dir")
             if folder is not None and folder.is_dir():
                 removed = [p.name for p in _snapshot_paths(folder)]
                 snap = publish_snapshot(con, db_path, folder, keep=1)
@@ -278,7 +291,10 @@ def _erase_in(
                     "sha256": _sha256(snap.path),
                     "removed": sorted(set(removed) - {snap.path.name}),
                 }
-            if folder is not None and folder.is_dir():
+            if lake is not None:  # its readers' copies replaced by one of the erased lake
+                stores["lake"] = erase_lake(con, lake, ws_id, found, texts, held,
+                                            stores["lake"], folder)  # fmt: skip
+            elif folder is not None and folder.is_dir():
                 stores["lake copies"] = {"removed": _remove_lake_copies(folder)}
             certificate["completedAt"] = _now()
             certificate["status"] = "complete"

@@ -5,11 +5,20 @@ A worker publishes the typed tables and marts of the workspaces it owns with
 retried when another worker committed first, the lake's record of it last;
 readers get the lake as a DuckDB file shaped like the warehouse
 (:func:`materialise_lake`, :func:`read_lake`), each workspace's rows as its
-last complete publish left them.
+last complete publish left them; an erasure takes one person out of it, old
+snapshots and files included (:func:`erase_from_lake`).
 See docs/warehouse.md ("The lake") and docs/decisions.md (D-LAKE-*).
 """
 
 from convo_analytics.lake._config import LakeConfig, LakeUnavailable, redact_url
+from convo_analytics.lake._erase import (
+    LakeErasure,
+    LakeErasureIncomplete,
+    LakePerson,
+    erase_from_lake,
+    lake_present,
+    person_rows,
+)
 from convo_analytics.lake._publish import (
     LakeCommitFailed,
     LakePublishResult,
@@ -24,14 +33,20 @@ __all__ = [
     "LAKE_TABLES",
     "LakeCommitFailed",
     "LakeConfig",
+    "LakeErasure",
+    "LakeErasureIncomplete",
+    "LakePerson",
     "LakePublishResult",
     "LakeTable",
     "LakeUnavailable",
     "TablePublish",
     "copy_notice",
+    "erase_from_lake",
+    "lake_present",
     "lake_state",
     "lake_table",
     "materialise_lake",
+    "person_rows",
     "publish_lake",
     "read_lake",
     "redact_url",

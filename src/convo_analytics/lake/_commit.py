@@ -19,7 +19,7 @@ thousands of workers a night would otherwise carry every snapshot in the
 metadata file each commit rewrites; never the snapshots readers are pinned to
 for the publishing workspaces (D-LAKE-VISIBLE). Only metadata is removed: a
 reader on an older snapshot keeps its files, which orphan-file maintenance
-reclaims later.
+reclaims later (an erasure removes a workspace's at once: lake._erase).
 """
 
 from __future__ import annotations

@@ -92,11 +92,12 @@ class LakeConfig:
         parsed = _parse(self.catalog_uri)
         if parsed.get_backend_name() == "sqlite" and parsed.database:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        if self.warehouse.startswith("file://"):
-            Path(self.warehouse.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
         for attempt in range(1, _OPEN_ATTEMPTS + 1):
             try:
-                return self._open()
+                catalog = self._open()
+                if self.warehouse.startswith("file://"):  # (not for a catalog not reached)
+                    Path(self.warehouse.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+                return catalog
             except _SetupRace as race:
                 # another worker made the catalog's tables or the namespace at the same moment:
                 # they are there now, so opening again finds them
@@ -113,6 +114,7 @@ class LakeConfig:
         """One try at opening the catalog; _SetupRace when another worker was setting up the
         same new catalog at that moment."""
         from pyiceberg.catalog import load_catalog
+        from pyiceberg.exceptions import NotInstalledError
         from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
         try:
@@ -124,7 +126,8 @@ class LakeConfig:
                 init_catalog_tables="true",
                 pool_pre_ping="true",
             )
-        except (NoSuchModuleError, ArgumentError, ModuleNotFoundError) as exc:
+        except (NoSuchModuleError, ArgumentError, ModuleNotFoundError, NotInstalledError) as exc:
+            # (pyiceberg says NotInstalledError for a driver SQLAlchemy could not import)
             raise LakeUnavailable(
                 f"lake.catalog_uri {self.display_uri}: no database driver for it "
                 f"({self._scrub(exc)}); {_URL_FIX}"

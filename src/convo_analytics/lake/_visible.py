@@ -241,8 +241,8 @@ class Unfinished:
         if self.lost:
             said.append(
                 f"{ws}'s {', '.join(self.lost)} cannot be shown as its last complete publish "
-                "left them (that snapshot is gone: lake.keep_snapshots_hours passed), so they "
-                f"are shown as they are now; publish {ws} again"
+                "left them (that snapshot is gone: lake.keep_snapshots_hours passed, or an "
+                f"erasure removed it), so they are shown as they are now; publish {ws} again"
             )
         return "; ".join(said)
 
