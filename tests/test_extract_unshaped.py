@@ -4,7 +4,11 @@ partial, credentials kept to their origin, fast failure when nothing answers (is
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +32,54 @@ def _counts(db: Path) -> dict[str, int]:
     return dict(zip(("conversations", "messages", "leads"), rows[0], strict=True))
 
 
+@dataclass
+class Unconfigured:
+    """`convo extract` with no configuration against a fresh domain of one shape: its JSON,
+    the same with ``--strict`` (another warehouse), and what the first one holds."""
+
+    domain: ForeignDomain
+    url: str
+    truth: Any
+    db: Path
+    result: dict[str, Any]
+    strict: dict[str, Any]
+    held: dict[str, int]
+
+
+@pytest.fixture(scope="module")
+def unconfigured(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[[str], Unconfigured]]:
+    """The runs of each shape, made once for the module (its server kept until the end):
+    the tests that read a shape's first run share it instead of repeating it."""
+    made: dict[str, Unconfigured] = {}
+    with ExitStack() as servers:
+
+        def runs(shape: str) -> Unconfigured:
+            if shape not in made:
+                domain = ForeignDomain()
+                truth = domain.truth(shape)
+                folder = tmp_path_factory.mktemp(f"unconfigured-{shape}")
+                server, _ = servers.enter_context(serve(domain, shape, KEY))
+                db = folder / "w.duckdb"
+                result = run_json("extract", "--base-url", server.url, "--db", str(db),
+                                  "--rate-limit", "none", cwd=folder)  # fmt: skip
+                strict = run_json("extract", "--base-url", server.url, "--db",
+                                  str(folder / "s.db"), "--rate-limit", "none", "--strict",
+                                  cwd=folder)  # fmt: skip
+                made[shape] = Unconfigured(domain, server.url, truth, db, result, strict,
+                                           _counts(db))  # fmt: skip
+            return made[shape]
+
+        yield runs
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 def test_without_configuration_no_stream_is_ok_holding_fewer_records(
-    shape: str, tmp_path: Path
+    shape: str, unconfigured: Callable[[str], Unconfigured]
 ) -> None:
-    domain = ForeignDomain()
-    truth = domain.truth(shape)
-    db = tmp_path / "w.duckdb"
-    with serve(domain, shape, KEY) as (server, _):
-        result = run_json("extract", "--base-url", server.url, "--db", str(db),
-                          "--rate-limit", "none", cwd=tmp_path)  # fmt: skip
-        strict = run_json("extract", "--base-url", server.url, "--db", str(tmp_path / "s.db"),
-                          "--rate-limit", "none", "--strict", cwd=tmp_path)  # fmt: skip
-    held = _counts(db)
+    runs = unconfigured(shape)
+    truth, result, strict, held = runs.truth, runs.result, runs.strict, runs.held
     streams = result["streams"]
     if streams["conversations"]["status"] == "ok":
         assert held["conversations"] == len(truth.conversations)
@@ -56,17 +95,14 @@ def test_without_configuration_no_stream_is_ok_holding_fewer_records(
 
 
 def test_an_emptying_default_parameter_is_dropped_and_a_missing_transcript_is_a_gap(
-    tmp_path: Path,
+    unconfigured: Callable[[str], Unconfigured],
 ) -> None:
     """json-server applies ``status=any`` as an equality filter on the leads' own status,
     and adds a transcript to a detail only when asked (``_embed=messages``)."""
-    domain = ForeignDomain()
-    db = tmp_path / "w.duckdb"
-    with serve(domain, "pages", KEY) as (server, _):
-        result = run_json("extract", "--base-url", server.url, "--db", str(db),
-                          "--rate-limit", "none", cwd=tmp_path)  # fmt: skip
+    runs = unconfigured("pages")  # a first run with no configuration
+    result = runs.result
     leads = result["streams"]["leads"]
-    assert _counts(db)["leads"] == 61
+    assert runs.held["leads"] == 61
     assert any("status=any" in w and "dropped" in w for w in leads["warnings"]), leads
     conversations = result["streams"]["conversations"]
     assert conversations["status"] == "partial"
@@ -75,15 +111,15 @@ def test_an_emptying_default_parameter_is_dropped_and_a_missing_transcript_is_a_
 
 
 def test_ignored_incremental_parameters_and_unfilled_columns_name_their_settings(
-    tmp_path: Path,
+    unconfigured: Callable[[str], Unconfigured], tmp_path: Path
 ) -> None:
-    domain = ForeignDomain()
+    runs = unconfigured("next_link")  # a first run with no configuration
+    first = runs.result
     db = tmp_path / "w.duckdb"
-    with serve(domain, "next_link", KEY) as (server, _):
-        args = ("extract", "--base-url", server.url, "--db", str(db), "--rate-limit", "none")
-        first = run_json(*args, cwd=tmp_path)
-        domain.touch(3)
-        second = run_json(*args, cwd=tmp_path)
+    shutil.copy(runs.db, db)  # the second run goes on from the first's warehouse, a copy
+    runs.domain.touch(3)
+    second = run_json("extract", "--base-url", runs.url, "--db", str(db), "--rate-limit", "none",
+                      cwd=tmp_path)  # fmt: skip
     assert first["exit"] == 0 and first["streams"]["conversations"]["status"] == "ok"
     warnings = first["streams"]["conversations"]["warnings"]
     assert any('[extract.fields] "conversations.intent"' in w for w in warnings), warnings
