@@ -109,11 +109,11 @@ def test_the_benchmark_runs_at_its_smallest_sizes(
 
 
 def _query_limits(figures: list[dict[str, Any]]) -> None:
-    """Explore's limits at the smoke size (a 2 s time limit): each of the three queries alone
+    """Explore's limits at the smoke size (a 1 s time limit): each of the three queries alone
     was stopped, by time or by memory, and the next query answered right after; both
     hostile queries ran at once; the app's peak and a warm round trip were measured."""
     metrics = [f["metric"] for f in figures]
-    alone = [i for i, m in enumerate(metrics) if ", 2 s limit: stopped by " in m]
+    alone = [i for i, m in enumerate(metrics) if ", 1 s limit: stopped by " in m]
     assert len(alone) == 3, metrics
     for i in alone:  # each is followed by its process's peak, then the next query's trip
         assert metrics[i].endswith(("stopped by time after", "stopped by memory after")), metrics

@@ -53,11 +53,13 @@ def _median(fn: object, repeats: int) -> float:
     return statistics.median(runs)
 
 
-def child_measure(folder: str, quick: str = "") -> None:
+def child_measure(folder: str, size: str = "") -> None:
+    """``size``: "" (the figures), "quick" or "smoke" (a shorter time limit: it runs)."""
     import duckdb
 
     from convo_analytics.notebooks import Executor, Limits
 
+    quick = size in ("quick", "smoke")
     repeats = 3 if quick else 20
     snapshot = Path(folder) / "warehouse-bench.duckdb"
     if not snapshot.exists():
@@ -66,7 +68,9 @@ def child_measure(folder: str, quick: str = "") -> None:
                     "workspace_id FROM range(1000)")  # fmt: skip
         con.close()
     limits = Limits()  # the defaults: dashboard.query_* settings
-    timeout = 2.0 if quick else 10.0  # quick: the smoke test's (make test), not the figures
+    # quick and smoke: not the figures; smoke (make test) stops each query at the 1 s limit
+    # the full run also measures
+    timeout = {"quick": 2.0, "smoke": 1.0}.get(size, 10.0)
     started = time.perf_counter()
     executor = Executor(limits)
     assert executor.wait_ready()
@@ -121,7 +125,7 @@ def bench_explore_limits(ctx: BenchContext, report: Report) -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="bench-explore-limits-") as folder:
-        args = ["measure", folder] + (["quick"] if ctx.quick else [])
+        args = ["measure", folder, ctx.size("", "quick", "smoke")]
         with python_child(THIS, args, cwd=ROOT) as child:
             out = child.json_line("explore_limits", timeout=600)["explore_limits"]
     limits = out["limits"]
@@ -165,4 +169,4 @@ if __name__ == "__main__":
     if role == "measure":
         child_measure(*rest)
     else:
-        raise SystemExit("usage: bench_explore_limits.py measure FOLDER [quick]")
+        raise SystemExit("usage: bench_explore_limits.py measure FOLDER [quick|smoke]")
