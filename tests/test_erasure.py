@@ -354,3 +354,109 @@ def test_a_workspace_run_as_a_shard_is_erased_there_too(prepared: Prepared) -> N
     assert cert["stores"]["shard published snapshots"]["published"]
     assert _person_count(prepared.db) == 0 and _person_count(shard) == 0
     assert files_holding(prepared.db.parent, {*TEXTS, *prepared.conversations}) == {}
+
+
+def _stage_copies(prepared: Prepared) -> dict[str, Path]:
+    """What the person's rows become outside the warehouse: a guardrail export and a
+    knowledge-gap export (unredacted, with manifests sealed into the audit chain), a
+    notebook's report (HTML and CSV) listing messages, an access request written into
+    the exports folder, and a monitor alert (recorded, not yet sent) naming one of their
+    conversations as an example."""
+    from convo_analytics.notify import Notification, NotifyConfig, record
+
+    folder = prepared.folder
+    exports = folder / "data" / "exports"
+    from datetime import date, timedelta
+
+    today = date.today()
+    first, last = str(today - timedelta(days=400)), str(today + timedelta(days=300))
+    ok(convo(folder, "export", "guardrails", "--from", first, "--to", last, "--format", "csv",
+             "--no-redact"))  # fmt: skip
+    ok(convo(folder, "export", "knowledge-gaps", "--from", first, "--to", last, "--no-redact",
+             "--out", str(exports / "gaps.csv")))  # fmt: skip
+    ok(convo(folder, "export", "person", "-w", "acme", "--external-user-id", PERSON,
+             "--out", str(exports / "access-request.json")))  # fmt: skip
+    notebooks = folder / "data" / "notebooks"
+    notebooks.mkdir(parents=True, exist_ok=True)
+    (notebooks / "every_message.sql").write_text(
+        "-- Every message\n-- What was typed, per conversation.\n\n"
+        "-- %% Messages\n-- chart: none\n"
+        "SELECT conversation_id, text FROM messages ORDER BY conversation_id, position;\n"
+    )
+    report = folder / "data" / "reports" / "every_message" / "acme" / "2026-W48"
+    ok(convo(folder, "notebook", "run", "every_message", "--workspace", "acme",
+             "--out", str(report)))  # fmt: skip
+    log = folder / "data" / "app-state" / "deliveries.jsonl"
+    conv = prepared.conversations[0]
+    alert = Notification.create(
+        source="monitor", subject_id="m1:acme:2026-11-20", kind="monitor.alert",
+        subject="Escalation rate rose in acme",
+        text=f"Escalation rate 31% against 12% expected. Example: {conv} (web).",
+        fields={"monitor": "m1"},
+    )  # fmt: skip
+    alert = Notification(**{**{s: getattr(alert, s) for s in alert.__slots__},
+                            "details": {"examples": [{"conversation_id": conv, "channel": "web"},
+                                                     {"conversation_id": "c-someone-else",
+                                                      "channel": "web"}]}})  # fmt: skip
+    config = NotifyConfig(channels=(_Channel(),), log_path=log)  # type: ignore[arg-type]
+    assert record(config, alert) == 1
+    return {"exports": exports, "report": report, "log": log}
+
+
+class _Channel:
+    name = "webhook"
+
+
+def _csv_rows(path: Path) -> list[list[str]]:
+    import csv
+
+    with path.open(newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_exports_reports_and_alerts_lose_the_person_and_are_sealed_again(
+    prepared: Prepared,
+) -> None:
+    from convo_analytics.notify import read_deliveries
+
+    staged = _stage_copies(prepared)
+    folder, data = prepared.folder, prepared.folder / "data"
+    values = {*TEXTS, *prepared.conversations, PERSON}
+    held = files_holding(data / "exports", values) | files_holding(data / "reports", values)
+    assert "access-request.json" in held and any(k.endswith(".html") for k in held), held
+    assert any(k.endswith(".csv") and "every_message" in k for k in held), held
+    csv_before = _csv_rows(next(staged["report"].glob("*.csv")))
+    cert = json.loads(ok(convo(folder, "erase", "-w", "acme", "--external-user-id", PERSON,
+                               "--json")))  # fmt: skip
+    stores = cert["stores"]
+    assert {"exports", "reports", "alert deliveries"} <= set(stores)
+    removed = [f for f in stores["exports"]["files"] if f["action"] == "removed"]
+    assert any(f["path"].endswith("access-request.json") for f in removed), stores["exports"]
+    [report_csv] = [f for f in stores["reports"]["files"] if f["path"].endswith(".csv")]
+    assert report_csv["action"] == "rewritten" and report_csv["rows"] >= 2 * len(TEXTS)
+    assert stores["alert deliveries"]["lines"] == 1
+    # nothing under the data folder names them, in any file
+    assert files_holding(data, values - {PERSON}) == {}
+    assert files_holding(data / "exports", {PERSON}) == {}
+    assert files_holding(data / "reports", {PERSON}) == {}
+    # the others' rows stay: the report's CSV lost exactly the person's rows
+    after = _csv_rows(next(staged["report"].glob("*.csv")))
+    assert len(after) == len(csv_before) - report_csv["rows"] and len(after) > 10
+    theirs = set(prepared.conversations)
+    assert [row for row in csv_before if row[0] not in theirs] == after
+    # the alert is still there to be sent (same key), without their example
+    [delivery] = read_deliveries(staged["log"])
+    told = delivery.notification
+    assert prepared.conversations[0] not in json.dumps(told.as_json())
+    assert "[erased]" in told.text
+    assert told.details["examples"] == [{"conversation_id": "c-someone-else", "channel": "web"}]
+    # each rewritten export's manifest says its file as it is now, and the chain holds it
+    for manifest in staged["exports"].glob("*.manifest.json"):
+        doc = json.loads(manifest.read_text())
+        for entry in doc["files"]:
+            path = manifest.parent / entry["path"]
+            assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest(), manifest
+        verified = convo(folder, "audit", "verify", "--manifest", str(manifest))
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert ok(convo(folder, "audit", "verify"))
+    assert not list(data.rglob("*.convo-erasure-pending.json"))

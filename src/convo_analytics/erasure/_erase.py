@@ -3,19 +3,25 @@
 The order, each step safe to repeat (D-ERASURE):
 
 1. under the warehouse writers' lock (and the published folder's), find the person;
-2. in one transaction: an ``erasure_log`` row saying the erasure started (with what
+2. the files copied out of the warehouse (``_copied``): exports, reports and the alert
+   deliveries without the person (their rows out, their mentions ``[erased]``,
+   manifests sealed again into the audit chain), first, while their ids and texts are
+   still known; what changed is logged as a ``files`` row, so a re-run after a kill
+   still certifies it;
+3. in one transaction: an ``erasure_log`` row saying the erasure started (with what
    was found), the person's subject hashes added to ``erasure_suppressions`` (so from
-   here on no extraction or ingest brings them back), their rows deleted, their
-   conversations queued in ``transform_pending``;
-3. the incremental transform: the marts lose their facts;
-4. the warehouse file rewritten (no freed block keeps their bytes);
-5. a new snapshot published and every older one removed (``keep = 1`` for this
+   here on no extraction or ingest brings them back), their rows deleted, the monitors'
+   explanations without them, their conversations queued in ``transform_pending``;
+4. the incremental transform: the marts lose their facts;
+5. the receiver's archive files rewritten without anyone on the suppression list;
+6. the warehouse file rewritten (no freed block keeps their bytes);
+7. a new snapshot published and every older one removed (``keep = 1`` for this
    publish, whatever ``publish.keep``: the older ones hold the person);
-6. when the settings name a lake that exists, the lake (``_lake``): the workspace
+8. when the settings name a lake that exists, the lake (``_lake``): the workspace
    re-published from the erased warehouse, the snapshots and files holding its old rows
    removed, the readers' copies of the lake made again (the person's lake rows were
-   counted before step 2, into its ``started`` row: a re-run no longer knows their ids);
-7. an ``erasure_log`` row with the certificate, and an audit record.
+   counted before step 3, into its ``started`` row: a re-run no longer knows their ids);
+9. an ``erasure_log`` row with the certificate, and an audit record.
 
 A kill anywhere leaves a started erasure without its completion; running the same
 ``convo erase`` again finds it (by the person's subject hash), does what is left (the
@@ -35,15 +41,19 @@ from typing import Any
 import duckdb
 import orjson
 
-from convo_analytics.audit import auditor
+from convo_analytics.audit import auditor, file_sha256
 from convo_analytics.config import Settings
+from convo_analytics.erasure._copied import audit_of, copied_out, merge_copied
 from convo_analytics.erasure._lake import dry_lake, erase_lake, lake_of, lake_rows, lake_store
+from convo_analytics.erasure._mentions import erase_explanations
+from convo_analytics.erasure._needles import Needles
 from convo_analytics.erasure._person import Found, PersonRequest, find_person, subject_hash
 from convo_analytics.erasure._warehouse import (
     TableHit,
     count_rows,
     delete_rows,
     rewrite_file,
+    typed_texts,
     user_texts,
 )
 from convo_analytics.errors import UserError
@@ -118,14 +128,6 @@ def _merged(before: dict[str, int], now: list[TableHit]) -> dict[str, int]:
     for hit in now:
         counts[hit.table] = counts.get(hit.table, 0) + hit.rows
     return {k: v for k, v in sorted(counts.items()) if v}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _suppress(found: Found, request: PersonRequest, privacy: PrivacyConfig) -> dict[str, list[str]]:
@@ -229,15 +231,21 @@ def _erase_in(
                     "events": len(found.events),
                 },
             }
+            texts = user_texts(con, ws_id, found)
+            needles = Needles.of(
+                {request.value, *found.strings()}, typed_texts(con, ws_id, found),
+                SubjectHasher(privacy, ws_id),
+                suppressed(con, ws_id), names,
+            )  # fmt: skip
             if dry_run:
                 hits = count_rows(con, ws_id, found, names)
                 certificate["status"] = "dry-run"
                 certificate["stores"] = {
                     "warehouse": {"path": str(db_path.resolve()), "tables": _merged({}, hits)},
                     "published snapshots": _snapshot_files(settings),
+                    **copied_out(settings, ws_name, needles, None, "", dry_run=True),
                 }
                 if lake is not None:
-                    texts = user_texts(con, ws_id, found)
                     certificate["stores"]["lake"] = dry_lake(lake, ws_id, found, texts, folder)
                 return ErasureResult(certificate, dry_run=True)
             resumed = _started(con, ws_id, subject)
@@ -245,14 +253,26 @@ def _erase_in(
             certificate["erasureId"] = erasure_id
             certificate["requestedAt"] = before.get("requestedAt") or _now()
             prior = before.get("stores", {}).get("warehouse", {}).get("tables", {})
-            texts = user_texts(con, ws_id, found)
+            # the files copied out of the warehouse first, while their ids and texts are
+            # known; recorded, so that a re-run after a kill still certifies them
+            copied = copied_out(settings, ws_name, needles, audit_of(settings), erasure_id)
+            outside = merge_copied(before.get("stores", {}), copied)
+            certificate["stores"] = dict(outside)
+            certificate["status"] = "files"
+            with transaction(con):
+                _log(con, erasure_id, step, ws_id, subject, "files", certificate)
+            step += 1
             held = lake_rows(lake, ws_id, found, texts) if lake is not None else {}
             with transaction(con):
                 hits = delete_rows(con, ws_id, found, names, texts)
+                explained = erase_explanations(con, ws_id, needles)
                 tables = _merged(prior, hits)
                 certificate["stores"] = {
-                    "warehouse": {"path": str(db_path.resolve()), "tables": tables}
+                    "warehouse": {"path": str(db_path.resolve()), "tables": tables},
+                    **outside,
                 }
+                if explained:
+                    certificate["stores"]["warehouse"]["monitor explanations"] = explained
                 if lake is not None:
                     earlier = before.get("stores", {}).get("lake", {})
                     certificate["stores"]["lake"] = lake_store(lake, held, earlier)
@@ -274,7 +294,7 @@ def _erase_in(
         try:
             stores = certificate["stores"]
             stores["warehouse"]["rewritten"] = {
-                "sha256": _sha256(db_path),
+                "sha256": file_sha256(db_path),
                 "bytes": db_path.stat().st_size,
             }
             stores["marts"] = {
@@ -288,7 +308,7 @@ def _erase_in(
                 snap = publish_snapshot(con, db_path, folder, keep=1)
                 stores["published snapshots"] = {
                     "published": snap.path.name,
-                    "sha256": _sha256(snap.path),
+                    "sha256": file_sha256(snap.path),
                     "removed": sorted(set(removed) - {snap.path.name}),
                 }
             if lake is not None:  # its readers' copies replaced by one of the erased lake

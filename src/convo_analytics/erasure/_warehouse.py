@@ -147,6 +147,18 @@ def user_texts(con: duckdb.DuckDBPyConnection, workspace_id: str, found: Found) 
     return [str(r[0]) for r in rows]
 
 
+def typed_texts(con: duckdb.DuckDBPyConnection, workspace_id: str, found: Found) -> list[str]:
+    """The texts the person typed (``role = 'user'``): what marks a row outside the
+    warehouse as mentioning them (an assistant's canned reply in their conversation does
+    not: it is in everyone's)."""
+    rows = con.execute(
+        "SELECT DISTINCT text FROM messages WHERE workspace_id = ? AND text IS NOT NULL "
+        "AND role = 'user' AND conversation_id IN (SELECT unnest(?::VARCHAR[]))",
+        [workspace_id, sorted(found.conversations)],
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 def rewrite_file(db_path: Path) -> None:
     """Copy every table of the (closed) warehouse into a new file and put it in the old
     one's place atomically: the old file's freed blocks, which still held the deleted

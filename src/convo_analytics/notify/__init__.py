@@ -28,7 +28,7 @@ from convo_analytics.notify._deliver import (
     send,
 )
 from convo_analytics.notify._email import EmailChannel, email_message
-from convo_analytics.notify._log import Delivery
+from convo_analytics.notify._log import Delivery, DeliveryLog
 from convo_analytics.notify._message import Attachment, Notification, notification_key
 from convo_analytics.notify._slack import SlackChannel, mrkdwn, slack_body
 from convo_analytics.notify._webhook import WebhookChannel, sign_body
@@ -40,6 +40,7 @@ __all__ = [
     "CommandChannel",
     "Delivery",
     "DeliveryError",
+    "DeliveryLog",
     "DeliverySummary",
     "EmailChannel",
     "Notification",

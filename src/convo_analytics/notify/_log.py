@@ -27,7 +27,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -156,6 +156,40 @@ class DeliveryLog:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+    def rewrite(self, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> int:
+        """Write the log again with each line's row through ``change`` (None: the row as
+        it was), under the appends' lock, whole (a temporary file, synced, renamed): an
+        erasure taking a person out of what was told (D-ERASURE). Returns the lines
+        changed; a line that is not a JSON object is kept as it is."""
+        with self._flock(".lock", None):
+            try:
+                data = self.path.read_bytes()
+            except FileNotFoundError:
+                return 0
+            lines, changed = [], 0
+            for line in data.splitlines():
+                try:
+                    row = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    lines.append(line)
+                    continue
+                new = change(row) if isinstance(row, dict) else None
+                if new is None or new == row:
+                    lines.append(line)
+                    continue
+                lines.append(orjson.dumps(new))
+                changed += 1
+            if not changed:
+                return 0
+            tmp = self.path.with_name(self.path.name + ".rewrite")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(b"".join(line + b"\n" for line in lines))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+            return changed
 
     def exists(self) -> bool:
         return self.path.exists()

@@ -60,12 +60,12 @@ ERASURE_LOG = Table(
         Column("step", "INTEGER NOT NULL", doc="0, 1, ...: a re-run after a kill appends"),
         workspace_column("'default'"),
         Column("subject_hash", "VARCHAR NOT NULL", doc="the person, as their subject hash"),
-        Column("status", "VARCHAR NOT NULL", doc="started or complete"),
+        Column("status", "VARCHAR NOT NULL", doc="files, started or complete"),
         Column("logged_at", _TS, doc="when the row was written"),
         Column("certificate", "JSON", doc="the certificate as it stood (see docs/privacy.md)"),
     ),
     ("erasure_id", "step"),
-    "Append-only record of each erasure: started, then complete with its certificate.",
+    "Append-only record of each erasure: files, started, then complete with its certificate.",
 )
 
 TRANSFORM_PENDING = Table(
