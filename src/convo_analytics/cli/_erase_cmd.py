@@ -89,8 +89,10 @@ def erase(
 
 
 def _describe(what: object) -> str:
+    if isinstance(what, dict) and "path" in what and "action" in what:  # a file rewritten
+        return f"{Path(str(what['path'])).name} ({what['action']}, {what.get('rows', 0)} rows)"
     if isinstance(what, dict):
         return ", ".join(f"{k} {_describe(v)}" for k, v in what.items()) or "nothing"
     if isinstance(what, list):
-        return ", ".join(str(x) for x in what) or "none"
+        return ", ".join(_describe(x) for x in what) or "none"
     return str(what)

@@ -148,13 +148,17 @@ def user_texts(con: duckdb.DuckDBPyConnection, workspace_id: str, found: Found) 
 
 
 def typed_texts(con: duckdb.DuckDBPyConnection, workspace_id: str, found: Found) -> list[str]:
-    """The texts the person typed (``role = 'user'``): what marks a row outside the
-    warehouse as mentioning them (an assistant's canned reply in their conversation does
-    not: it is in everyone's)."""
+    """The texts the person typed (``role = 'user'``) that no other conversation of the
+    workspace holds: what marks a row outside the warehouse as mentioning them. A text
+    others typed too ("That didn't answer my question"), or an assistant's canned reply,
+    says nothing of who typed it, and other people's rows keep it."""
+    theirs = sorted(found.conversations)
     rows = con.execute(
         "SELECT DISTINCT text FROM messages WHERE workspace_id = ? AND text IS NOT NULL "
-        "AND role = 'user' AND conversation_id IN (SELECT unnest(?::VARCHAR[]))",
-        [workspace_id, sorted(found.conversations)],
+        "AND role = 'user' AND conversation_id IN (SELECT unnest(?::VARCHAR[])) "
+        "AND text NOT IN (SELECT text FROM messages WHERE workspace_id = ? "
+        "AND text IS NOT NULL AND conversation_id NOT IN (SELECT unnest(?::VARCHAR[])))",
+        [workspace_id, theirs, workspace_id, theirs],
     ).fetchall()
     return [str(r[0]) for r in rows]
 
