@@ -91,7 +91,7 @@ def test_an_unchanged_warehouse_commits_nothing(tmp_path: Path) -> None:
     assert_lake_equals(config, warehouse.path, ["ws_a", "ws_b"])
 
 
-def test_a_changed_day_replaces_that_partition_alone(tmp_path: Path) -> None:
+def test_a_changed_month_replaces_that_partition_alone(tmp_path: Path) -> None:
     warehouse = Warehouse(tmp_path / "w.duckdb", ["ws_a", "ws_b"])
     warehouse.grow(batches=2)
     config = lake_config(tmp_path / "lake")
@@ -105,8 +105,8 @@ def test_a_changed_day_replaces_that_partition_alone(tmp_path: Path) -> None:
     assert (changed.partitions, changed.files, changed.attempts) == (1, 1, 1)
     assert changed.rows == _sql(
         warehouse.path, "SELECT count(*) FROM conversations WHERE workspace_id = 'ws_a' AND "
-        "CAST(created_at AS DATE) = (SELECT CAST(created_at AS DATE) FROM conversations "
-        "WHERE id = ? AND workspace_id = 'ws_a')", [cid])[0][0]  # fmt: skip
+        "date_trunc('month', created_at) = (SELECT date_trunc('month', created_at) "
+        "FROM conversations WHERE id = ? AND workspace_id = 'ws_a')", [cid])[0][0]  # fmt: skip
     assert all(t.attempts == 0 for name, t in result.items() if name != "conversations")
     files_after = _files(config, "conversations")
     assert len(files_before - files_after) == 1 and len(files_after - files_before) == 1
@@ -114,15 +114,25 @@ def test_a_changed_day_replaces_that_partition_alone(tmp_path: Path) -> None:
 
 
 def test_a_day_gone_from_the_warehouse_leaves_the_lake(tmp_path: Path) -> None:
+    """A day's rows gone: its month is replaced by the rest of the month; a month gone
+    whole leaves the lake with no file."""
     warehouse = Warehouse(tmp_path / "w.duckdb", ["ws_a"])
     warehouse.grow(batches=2)
     config = lake_config(tmp_path / "lake")
     _publish(warehouse.path, config)
     [(day, gone)] = _sql(warehouse.path, "SELECT CAST(created_at AS DATE) d, count(*) FROM "
                          "messages GROUP BY d ORDER BY d LIMIT 1")  # fmt: skip
+    month = "SELECT count(*) FROM messages WHERE date_trunc('month', created_at) = ?"
+    [(before,)] = _sql(warehouse.path, month, [day.replace(day=1)])
     _sql(warehouse.path, "DELETE FROM messages WHERE CAST(created_at AS DATE) = ?", [day])
     messages = _by_table(_publish(warehouse.path, config))["messages"]
-    assert (messages.partitions, messages.rows, messages.files) == (1, 0, 0) and gone > 0
+    assert (messages.partitions, messages.rows) == (1, before - gone) and gone > 0
+    assert messages.files == (1 if before > gone else 0)
+    assert_lake_equals(config, warehouse.path, ["ws_a"])
+    _sql(warehouse.path, "DELETE FROM messages WHERE date_trunc('month', created_at) = ?",
+         [day.replace(day=1)])  # fmt: skip
+    messages = _by_table(_publish(warehouse.path, config))["messages"]
+    assert (messages.rows, messages.files) == (0, 0) and messages.partitions == (before > gone)
     assert_lake_equals(config, warehouse.path, ["ws_a"])
 
 
@@ -185,9 +195,9 @@ def test_a_table_dropped_from_the_lake_is_made_again_whole(tmp_path: Path) -> No
     _publish(warehouse.path, config)
     config.open_catalog().drop_table(("convo", "messages"))
     result = _by_table(_publish(warehouse.path, config))
-    days = _sql(warehouse.path, "SELECT count(DISTINCT (workspace_id, CAST(created_at AS DATE)))"
-                " FROM messages")[0][0]  # fmt: skip
-    assert result["messages"].partitions == days > 1
+    months = _sql(warehouse.path, "SELECT count(DISTINCT (workspace_id, "
+                  "date_trunc('month', created_at))) FROM messages")[0][0]  # fmt: skip
+    assert result["messages"].partitions == months > 1
     assert all(t.attempts == 0 for name, t in result.items() if name != "messages")
     assert_lake_equals(config, warehouse.path, ["ws_a", "ws_b"])
 
@@ -247,6 +257,9 @@ def test_the_row_filter_used_for_files_it_cannot_place_replaces_the_same(
 
     warehouse = Warehouse(tmp_path / "w.duckdb", ["ws_a", "ws_b"])
     warehouse.grow(batches=2)
+    # ws_a's messages spread over four months (a partition is a month)
+    _sql(warehouse.path, "UPDATE messages SET created_at = created_at - "
+         "to_months(CAST(hash(id) % 4 AS INTEGER)) WHERE workspace_id = 'ws_a'")  # fmt: skip
     config = lake_config(tmp_path / "lake")
     _publish(warehouse.path, config)
     used = []
@@ -259,13 +272,13 @@ def test_the_row_filter_used_for_files_it_cannot_place_replaces_the_same(
         return fallback
 
     monkeypatch.setattr(publish_module, "files_to_replace", unplaceable)
-    days = _sql(warehouse.path, "SELECT DISTINCT CAST(created_at AS DATE) d FROM messages "
-                "WHERE workspace_id = 'ws_a' ORDER BY d")  # fmt: skip
-    assert len(days) >= 3
-    changed = [days[0][0], days[1][0], days[-1][0]]  # a run of two days, and one apart
-    for day in changed:
+    months = _sql(warehouse.path, "SELECT DISTINCT CAST(date_trunc('month', created_at) AS DATE)"
+                  " m FROM messages WHERE workspace_id = 'ws_a' ORDER BY m")  # fmt: skip
+    assert len(months) >= 4
+    changed = [months[0][0], months[1][0], months[-1][0]]  # a run of two months, one apart
+    for month in changed:
         _sql(warehouse.path, "UPDATE messages SET text = text || ' (edited)' WHERE "
-             "workspace_id = 'ws_a' AND CAST(created_at AS DATE) = ?", [day])  # fmt: skip
+             "workspace_id = 'ws_a' AND date_trunc('month', created_at) = ?", [month])  # fmt: skip
     b_files = {f for f in _files(config, "messages") if "workspace_id=ws_b" in f}
     result = _by_table(_publish(warehouse.path, config))
     assert used == ["messages"] and result["messages"].partitions == 3

@@ -16,6 +16,9 @@ data/bench/). Then, each into a fresh lake (SQLite catalog, local files):
   publish with nothing changed (the fingerprints' floor);
 * WORKSPACES processes publish one workspace each, started together: the
   aggregate rows/s, and the commits that had to be made again;
+* the lake's data files per workspace-year and bytes per conversation, beside the
+  previous release's layout (tables cut by day, D-LAKE-MONTHS) publishing the same
+  rows into a lake of its own;
 * the anchor: DuckDB alone writing the same tables' rows to Parquet (zstd)
   with ``COPY ... TO``, the floor of what any Parquet writer costs here.
 
@@ -117,6 +120,37 @@ def child_publish(db: str, lake: str, workspaces: str) -> None:
           "finished": time.time()})  # fmt: skip
 
 
+def child_publish_days(db: str, lake: str) -> None:
+    """The previous release's layout: every table with a time cut by day (its partition
+    spec, and no move to months), every workspace published once."""
+    from convo_analytics.lake import _commit
+
+    original = _commit.ensure_table
+
+    def by_day(catalog: Any, identifier: Any, day_column: Any, schema: Any) -> Any:
+        from pyiceberg.catalog import Catalog as _Catalog
+        from pyiceberg.partitioning import PartitionField, PartitionSpec
+        from pyiceberg.schema import assign_fresh_schema_ids
+        from pyiceberg.transforms import DayTransform, IdentityTransform
+
+        if day_column is None:
+            return original(catalog, identifier, day_column, schema)
+        iceberg = assign_fresh_schema_ids(_Catalog._convert_schema_if_needed(schema))
+        spec = PartitionSpec(
+            PartitionField(iceberg.find_field("workspace_id").field_id, 1000,
+                           IdentityTransform(), "workspace_id"),
+            PartitionField(iceberg.find_field(day_column).field_id, 1001, DayTransform(),
+                           f"{day_column}_day"),
+        )  # fmt: skip
+        return catalog.create_table_if_not_exists(
+            identifier, schema=iceberg, partition_spec=spec, properties=_commit.TABLE_PROPERTIES
+        )
+
+    _commit.ensure_table = by_day  # type: ignore[assignment]
+    _commit._by_month = lambda txn, column: None  # type: ignore[assignment]
+    child_publish(db, lake, "all")
+
+
 def child_anchor(db: str, out: str) -> None:
     """DuckDB alone: the same rows of the same tables to Parquet (zstd)."""
     import duckdb
@@ -183,6 +217,19 @@ def bench_lake(ctx: BenchContext, report: Report) -> None:
     report.sizes["lake rows"] = rows
     files, size = _bytes(single / "files", ".parquet")
     report.sizes.update({"lake data files": files, "lake data MiB": round(size / 2**20, 1)})
+    years = workspaces * days / 365
+    report.add("lake data files per workspace-year", round(files / years, 1), "files")
+    report.add("lake bytes per conversation", round(size / conversations), "B")
+    # the previous release's layout (by day), the same rows, into its own lake
+    by_day = work / "by-day"
+    with python_child(THIS, ["publish-days", str(db), str(by_day)], cwd=ROOT) as child:
+        child.json_line("published", timeout=3600)
+    day_files, day_size = _bytes(by_day / "files", ".parquet")
+    report.add("anchor: previous release (by day), data files per workspace-year",
+               round(day_files / years, 1), "files")  # fmt: skip
+    report.add("... bytes per conversation", round(day_size / conversations), "B")
+    report.sizes["by-day lake data files"] = day_files
+    shutil.rmtree(by_day, ignore_errors=True)
     report.add("publish, 1 process, all workspaces", round(rows / seconds), "rows/s")
     report.add("... its time", round(seconds, 1), "s")
     by_table = {t["table"]: t for t in one["published"]["tables"]}
@@ -259,6 +306,8 @@ if __name__ == "__main__":
         child_night(*rest)
     elif role == "publish":
         child_publish(*rest)
+    elif role == "publish-days":
+        child_publish_days(*rest)
     elif role == "anchor":
         child_anchor(*rest)
     else:

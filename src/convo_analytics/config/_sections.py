@@ -605,6 +605,14 @@ class LakeSettings(Section):
         "rows, and removes their files.",
         ge=0,
     )
+    orphan_min_age_minutes: Int = setting(
+        60,
+        "A publish removes the data files under its workspaces' partitions that no "
+        "retained snapshot references once they are this many minutes old (a commit "
+        "killed on this host: at once); younger ones may be another worker's commit in "
+        "flight.",
+        ge=0,
+    )
 
 
 class ReadSettings(Section):

@@ -1,17 +1,18 @@
 """Which of a workspace's lake partitions a publish must replace: those whose rows changed.
 
-A publish writes only the (workspace, day) partitions whose rows differ from
-what the lake holds, so its Iceberg writes and commits follow what the
+A publish writes only the (workspace, month) partitions whose rows differ from
+what the lake holds (a month: the file count of a workspace-year follows its 12
+months, not its 365 days, D-LAKE-MONTHS), so its Iceberg writes and commits follow what the
 extract, the webhook ingest and the transform changed, not the size of the
 history (decision D-LAKE-INCREMENTAL). What the lake holds is known from the
 lake itself, not from the worker: its bookkeeping table ``lake_partitions``
 (:mod:`convo_analytics.lake._records`) records, for each table, workspace and
-day, a fingerprint of the rows published (their count and the sum of DuckDB's
+month, a fingerprint of the rows published (their count and the sum of DuckDB's
 hash of each whole row). Any worker with the workspace's warehouse can
 therefore publish incrementally; a stateless worker (a fresh Kubernetes pod)
 included. A (table, workspace) the lake has no record of (a first publish, a
-lake from an earlier release, a table dropped and made again: another uuid) is
-replaced whole.
+lake from an earlier release, a table dropped and made again: another uuid, a
+table still cut by days) is replaced whole.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -43,9 +44,12 @@ __all__ = [
     "read_changed",
 ]
 
-_EPOCH = date(1970, 1, 1)
-#: A partition's day (None: the rows without a day, or a table not cut by days).
+#: A partition's month, as its first day (None: the rows without a time, or a table not
+#: cut by time). The name ``Day`` and the records' ``day`` column predate months
+#: (D-LAKE-MONTHS): a record holds the first day of the month it fingerprints.
 Day = date | None
+#: The partition field a table's time column is cut by (Iceberg's ``month`` transform).
+MONTH_SUFFIX = "_month"
 #: A (workspace, day) partition's fingerprint; None while a publish of it is pending.
 Fingerprint = str | None
 
@@ -86,11 +90,20 @@ class TableChanges:
 
 
 def day_sql(spec: LakeTable, alias: str) -> str:
-    """The day a row's partition is cut by, as Iceberg's ``day()`` cuts it (UTC, with the
-    connection's TimeZone set to UTC)."""
+    """The first day of the month a row's partition is cut by, as Iceberg's ``month()``
+    cuts it (UTC, with the connection's TimeZone set to UTC)."""
     if spec.day_column is None:
         return "CAST(NULL AS DATE)"
-    return f'CAST({alias}."{spec.day_column}" AS DATE)'
+    return f"CAST(date_trunc('month', CAST({alias}.\"{spec.day_column}\" AS DATE)) AS DATE)"
+
+
+def month_ordinal(first: date) -> int:
+    """Iceberg's ``month`` partition value of a month: months since January 1970."""
+    return (first.year - 1970) * 12 + first.month - 1
+
+
+def next_month(first: date) -> date:
+    return date(first.year + first.month // 12, first.month % 12 + 1, 1)
 
 
 def fingerprints(
@@ -176,9 +189,10 @@ def files_to_replace(
     table's manifests (see ``commit_overwrite``), with the row filter of the same
     partitions for a table whose files it cannot place."""
     whole = set(changes.whole)
-    days = {ws: {None if d is None else (d - _EPOCH).days for d in ds}
+    days = {ws: {None if d is None else month_ordinal(d) for d in ds}
             for ws, ds in changes.days.items()}  # fmt: skip
-    day_field = None if changes.spec.day_column is None else f"{changes.spec.day_column}_day"
+    column = changes.spec.day_column
+    day_field = None if column is None else f"{column}{MONTH_SUFFIX}"
 
     def find(table: IcebergTable) -> list[DataFile] | BooleanExpression:
         from pyiceberg.manifest import ManifestContent
@@ -190,6 +204,9 @@ def files_to_replace(
         found = []
         for manifest in snapshot.manifests(table.io):
             names = [f.name for f in specs[manifest.partition_spec_id].fields]
+            live = (manifest.added_files_count or 0) + (manifest.existing_files_count or 0)
+            if manifest.content == ManifestContent.DATA and not live:
+                continue  # only deletions (of an older partition spec's files, say)
             if (
                 manifest.content != ManifestContent.DATA
                 or "workspace_id" not in names
@@ -213,7 +230,7 @@ def files_to_replace(
 
 def overwrite_filter(changes: TableChanges, column_type: str) -> BooleanExpression:
     """The Iceberg row filter of exactly the partitions replaced: whole workspaces, and runs
-    of consecutive days per workspace (``column_type``: 'date' or 'timestamptz')."""
+    of consecutive months per workspace (``column_type``: 'date' or 'timestamptz')."""
     from pyiceberg.expressions import And, EqualTo, In, IsNull
 
     parts: list[BooleanExpression] = []
@@ -232,11 +249,11 @@ def overwrite_filter(changes: TableChanges, column_type: str) -> BooleanExpressi
     return _any_of(parts)
 
 
-def _runs(days: Iterable[date]) -> list[tuple[date, date]]:
-    """Consecutive days folded into (first, last) runs."""
+def _runs(months: Iterable[date]) -> list[tuple[date, date]]:
+    """Consecutive months (their first days) folded into (first, last) runs."""
     runs: list[tuple[date, date]] = []
-    for day in sorted(days):
-        if runs and runs[-1][1] + timedelta(days=1) == day:
+    for day in sorted(months):
+        if runs and next_month(runs[-1][1]) == day:
             runs[-1] = (runs[-1][0], day)
         else:
             runs.append((day, day))
@@ -246,9 +263,9 @@ def _runs(days: Iterable[date]) -> list[tuple[date, date]]:
 def _day_range(column: str, first: date, last: date, column_type: str) -> BooleanExpression:
     from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 
-    if last == date.max:  # no day after it to bound the range by
+    if last.year == date.max.year and last.month == 12:  # no month after it to bound by
         return GreaterThanOrEqual(term=column, value=_bound(first, column_type))
-    end = last + timedelta(days=1)
+    end = next_month(last)
     return And(
         GreaterThanOrEqual(term=column, value=_bound(first, column_type)),
         LessThan(term=column, value=_bound(end, column_type)),

@@ -9,17 +9,21 @@ touched none of our partitions; when that is exhausted, or the other commit
 did touch them (``ValidationException``: two workers publishing one
 workspace), or a SQLite catalog is busy, the whole overwrite is made again on
 the table's fresh metadata, with a bounded, jittered backoff (decision
-D-LAKE-COMMIT). Files written for a commit that did not land are never
-referenced by a snapshot (pyiceberg removes the ones it knows of; the rest are
-orphans for Iceberg's orphan-file maintenance).
+D-LAKE-COMMIT). The commit is one snapshot: the changed months' files removed
+and their successors added together (D-LAKE-ONE-SNAPSHOT). Files written for a
+commit that did not land are removed at once; a killed commit's, and any other
+file no snapshot references past a safety age, by the next commit to the table
+(``lake._orphans``, D-LAKE-ORPHANS). After each commit ``version-hint.text``
+names the table's current metadata file (D-LAKE-VERSION-HINT).
 
 The same commit expires the table's snapshots older than
 ``lake.keep_snapshots_hours`` (decision D-LAKE-EXPIRY): a table committed by
 thousands of workers a night would otherwise carry every snapshot in the
 metadata file each commit rewrites; never the snapshots readers are pinned to
 for the publishing workspaces (D-LAKE-VISIBLE). Only metadata is removed: a
-reader on an older snapshot keeps its files, which orphan-file maintenance
-reclaims later (an erasure removes a workspace's at once: lake._erase).
+reader on an older snapshot keeps its files, which the orphan pass reclaims once
+no retained snapshot references them (an erasure removes a workspace's at once:
+lake._erase).
 """
 
 from __future__ import annotations
@@ -27,13 +31,16 @@ from __future__ import annotations
 import logging
 import random
 import time
+import uuid
 import warnings
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from convo_analytics.errors import UserError
+from convo_analytics.lake._changes import MONTH_SUFFIX
 from convo_analytics.lake._config import LakeConfig
+from convo_analytics.lake._orphans import InFlight, discard, remove_orphans
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -95,18 +102,31 @@ def commit_overwrite(
 
     identifier = (config.namespace, name)
     table = ensure_table(catalog, identifier, day_column, data.schema)
+    workspaces = _workspaces_of(data)
     for attempt in range(1, MAX_ATTEMPTS + 1):
+        commit_uuid = uuid.uuid4()
+        added: list[DataFile] = []
         try:
-            with table.transaction() as txn, warnings.catch_warnings():
-                # "Delete operation did not match any records": a partition new to the table
-                warnings.simplefilter("ignore", UserWarning)
-                with txn.update_schema() as update:
-                    update.union_by_name(data.schema)  # a column the warehouse gained
-                missing = {k: v for k, v in TABLE_PROPERTIES.items() if k not in table.properties}
-                if missing:  # a table made by an earlier release
-                    txn.set_properties(missing)
-                _replace(txn, table, data, replaced, properties)
-                _expire(txn, config.keep_snapshots_hours, keep)
+            with InFlight(table, str(commit_uuid), workspaces):
+                try:
+                    with table.transaction() as txn, warnings.catch_warnings():
+                        # "Delete operation did not match any records": a partition new to it
+                        warnings.simplefilter("ignore", UserWarning)
+                        with txn.update_schema() as update:
+                            update.union_by_name(data.schema)  # a column the warehouse gained
+                        missing = {k: v for k, v in TABLE_PROPERTIES.items()
+                                   if k not in table.properties}  # fmt: skip
+                        if missing:  # a table made by an earlier release
+                            txn.set_properties(missing)
+                        _by_month(txn, day_column)
+                        _replace(txn, table, data, replaced, properties, commit_uuid, added)
+                        _expire(txn, config.keep_snapshots_hours, keep)
+                except BaseException:
+                    discard(table, added)  # written for a commit that did not land
+                    raise
+            write_version_hint(table)  # (the transaction left ``table`` as committed)
+            if workspaces:
+                remove_orphans(table, workspaces, config.orphan_min_age_minutes * 60)
             return table, attempt
         except (CommitFailedException, ValidationException, OperationalError) as exc:
             if attempt == MAX_ATTEMPTS:
@@ -127,27 +147,92 @@ def _replace(
     data: pa.Table,
     replaced: BooleanExpression | FilesOf,
     properties: dict[str, str],
+    commit_uuid: uuid.UUID,
+    written: list[DataFile],
 ) -> None:
+    """Stage the removal of what ``replaced`` names and the files of ``data`` (listed in
+    ``written`` as they are written, for their removal should the commit not land)."""
     from pyiceberg.expressions import BooleanExpression
 
-    if isinstance(replaced, BooleanExpression):
-        txn.overwrite(data, overwrite_filter=replaced, snapshot_properties=properties)
-        return
-    files = replaced(table)
+    files = replaced if isinstance(replaced, BooleanExpression) else replaced(table)
     if isinstance(files, BooleanExpression):
-        txn.overwrite(data, overwrite_filter=files, snapshot_properties=properties)
+        # files it cannot place (another partition spec, row deletes): removed by the
+        # rows' filter, a snapshot of its own before the new files' (D-LAKE-ONE-SNAPSHOT)
+        txn.delete(files, snapshot_properties=properties)
+        files = []
+    added = _data_files(txn, table, data, commit_uuid) if data.num_rows else []
+    written.extend(added)
+    if not files and not added:
         return
-    if files:
-        with txn.update_snapshot(snapshot_properties=properties).overwrite() as removal:
-            for data_file in files:
-                removal.delete_data_file(data_file)
-    if data.num_rows:
-        txn.append(data, snapshot_properties=properties)
+    # one snapshot: the files replaced and their successors together (D-LAKE-ONE-SNAPSHOT);
+    # an append when nothing is replaced, so engines reading appends only see one
+    snapshots = txn.update_snapshot(snapshot_properties=properties)
+    with snapshots.overwrite(commit_uuid) if files else snapshots.merge_append() as update:
+        if not files:
+            update.commit_uuid = commit_uuid
+        for data_file in files:
+            update.delete_data_file(data_file)
+        for data_file in added:
+            update.append_data_file(data_file)
+
+
+def _data_files(
+    txn: Transaction, table: IcebergTable, data: pa.Table, commit_uuid: uuid.UUID
+) -> list[DataFile]:
+    """``data`` written as Parquet files of the table's partitions (not yet committed)."""
+    from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible, _dataframe_to_data_files
+
+    metadata = txn.table_metadata
+    _check_pyarrow_schema_compatible(
+        metadata.schema(), provided_schema=data.schema, format_version=metadata.format_version
+    )
+    return list(
+        _dataframe_to_data_files(
+            table_metadata=metadata, write_uuid=commit_uuid, df=data, io=table.io
+        )
+    )
+
+
+def _workspaces_of(data: pa.Table) -> list[str]:
+    if "workspace_id" not in data.column_names or not data.num_rows:
+        return []
+    return sorted({str(w) for w in data.column("workspace_id").unique().to_pylist() if w})
+
+
+def write_version_hint(table: IcebergTable) -> None:
+    """``metadata/version-hint.text`` beside the table's metadata files: the current
+    metadata file's name without ``.metadata.json``, so an engine given only the table's
+    folder (DuckDB's ``iceberg_scan``, a Hadoop-style reader) finds its metadata without
+    the catalog (D-LAKE-VERSION-HINT). Written after each commit, whole; a reader that
+    finds an older hint reads the snapshot before."""
+    location = table.metadata_location
+    folder, name = location.rsplit("/", 1)
+    hint = table.io.new_output(f"{folder}/version-hint.text")
+    with hint.create(overwrite=True) as out:
+        out.write(name.removesuffix(".metadata.json").encode())
+
+
+def _by_month(txn: Transaction, day_column: str | None) -> None:
+    """A table made by an earlier release is cut by day: from this commit on its new files
+    are cut by month (Iceberg's partition evolution: the old files stay under the old spec
+    until replaced, which the publish does for every workspace it republishes whole)."""
+    from pyiceberg.transforms import MonthTransform
+
+    if day_column is None:
+        return
+    fields = {f.name for f in txn.table_metadata.spec().fields}
+    old, new = f"{day_column}_day", f"{day_column}{MONTH_SUFFIX}"
+    if old in fields and new not in fields:
+        with txn.update_spec() as spec:
+            spec.remove_field(old)
+            spec.add_field(day_column, MonthTransform(), new)
 
 
 def table_head(catalog: Catalog, config: LakeConfig, name: str) -> tuple[str | None, int | None]:
     """The lake table's uuid (a table dropped and made again has another) and its current
-    snapshot; (None, None) when the lake has no such table."""
+    snapshot; (None, None) when the lake has no such table. A table an earlier release cut
+    by day answers its uuid with ``@day`` after it: no record of it matches, so its
+    workspaces are republished whole, by month (D-LAKE-MONTHS)."""
     from pyiceberg.exceptions import NoSuchTableError
 
     try:
@@ -155,7 +240,9 @@ def table_head(catalog: Catalog, config: LakeConfig, name: str) -> tuple[str | N
     except NoSuchTableError:
         return None, None
     snapshot = table.current_snapshot()
-    return str(table.metadata.table_uuid), snapshot.snapshot_id if snapshot else None
+    by_day = any(f.name.endswith("_day") for f in table.metadata.spec().fields)
+    table_uuid = str(table.metadata.table_uuid) + ("@day" if by_day else "")
+    return table_uuid, snapshot.snapshot_id if snapshot else None
 
 
 def _expire(txn: Transaction, keep_hours: int, keep: Collection[int]) -> None:
@@ -185,7 +272,7 @@ def ensure_table(
     from pyiceberg.catalog import Catalog as _Catalog
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import assign_fresh_schema_ids
-    from pyiceberg.transforms import DayTransform, IdentityTransform
+    from pyiceberg.transforms import IdentityTransform, MonthTransform
 
     iceberg_schema = assign_fresh_schema_ids(_Catalog._convert_schema_if_needed(schema))
     fields = [
@@ -201,8 +288,8 @@ def ensure_table(
             PartitionField(
                 source_id=iceberg_schema.find_field(day_column).field_id,
                 field_id=1001,
-                transform=DayTransform(),
-                name=f"{day_column}_day",
+                transform=MonthTransform(),
+                name=f"{day_column}{MONTH_SUFFIX}",
             )
         )
     return catalog.create_table_if_not_exists(

@@ -53,6 +53,9 @@ class LakeConfig:
     namespace: str = "convo"
     #: Snapshots older than this many hours are expired by the next commit to their table.
     keep_snapshots_hours: int = 168
+    #: A data file no snapshot references is removed by a publish once this old (a
+    #: killed commit of this host's at once: lake._orphans).
+    orphan_min_age_minutes: int = 60
 
     @property
     def display_uri(self) -> str:
@@ -82,6 +85,7 @@ class LakeConfig:
             warehouse=_warehouse_location(settings.get_str("lake.warehouse")),
             namespace=settings.get_str("lake.namespace"),
             keep_snapshots_hours=settings.get_int("lake.keep_snapshots_hours"),
+            orphan_min_age_minutes=settings.get_int("lake.orphan_min_age_minutes"),
         )
 
     def open_catalog(self) -> SqlCatalog:

@@ -1,7 +1,7 @@
 """Publishing a warehouse's workspaces into the lake: the partitions that changed, one
 commit per table.
 
-For each table, the warehouse's (workspace, day) partitions are fingerprinted in
+For each table, the warehouse's (workspace, month) partitions are fingerprinted in
 DuckDB and compared with the lake's record of what it holds
 (:mod:`convo_analytics.lake._changes`); only the partitions that differ are
 read as Arrow and written, in one transaction per table that deletes exactly
@@ -112,7 +112,7 @@ def publish_lake(
 ) -> LakePublishResult:
     """Bring the lake's partitions of ``workspaces`` (names or workspace ids; default: every
     workspace the warehouse holds) to the warehouse's rows, table by table, replacing only
-    the (workspace, day) partitions whose rows changed (``full``: all of theirs).
+    the (workspace, month) partitions whose rows changed (``full``: all of theirs).
 
     Tables the warehouse lacks (no transform yet) are skipped; a table with nothing
     changed is not committed. Raises LakeUnavailable when the catalog cannot be used,

@@ -1,10 +1,10 @@
 """What the lake holds, described as data: each table, the warehouse table it copies, and
-the column its days are cut by.
+the column its months are cut by.
 
 Every lake table is partitioned by ``identity(workspace_id)`` and, where the
-table has a time, ``day(<its time column>)`` (decision D-LAKE-PARTITIONS), so
-a worker replaces exactly its workspaces' partitions and a reader of one
-workspace or a range of days opens only those files. The columns are the
+table has a time, ``month(<its time column>)`` (decisions D-LAKE-PARTITIONS,
+D-LAKE-MONTHS), so a worker replaces exactly its workspaces' partitions and a
+reader of one workspace or a range of months opens only those files. The columns are the
 warehouse table's, with the same names, types and meanings; two bookkeeping
 tables add ``workspace_id`` in front because their warehouse rows belong to no
 workspace (``mart_slices``, ``transform_runs``: see docs/warehouse.md, "The
@@ -31,7 +31,7 @@ class LakeTable:
     rows are selected from a warehouse for a set of workspaces."""
 
     name: str
-    #: A TIMESTAMPTZ or DATE column (partitioned by its day), or None (by workspace only).
+    #: A TIMESTAMPTZ or DATE column (partitioned by its month), or None (by workspace only).
     day_column: str | None
     #: 'rows': the table's rows of the workspaces; 'used_slices': the slices each workspace's
     #: daily marts use, once per workspace (mart_slices); 'latest_transform': the newest ok
