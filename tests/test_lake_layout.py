@@ -179,14 +179,14 @@ def test_a_table_cut_by_day_is_republished_by_month(year: Path, tmp_path: Path) 
     config = lake_config(tmp_path / "lake")
     original = _commit.ensure_table
 
-    def by_day(catalog: Any, identifier: Any, day_column: Any, schema: Any) -> Any:
+    def by_day(catalog: Any, identifier: Any, day_column: Any, schema: Any, *key: Any) -> Any:
         from pyiceberg.catalog import Catalog as _Catalog
         from pyiceberg.partitioning import PartitionField, PartitionSpec
         from pyiceberg.schema import assign_fresh_schema_ids
         from pyiceberg.transforms import IdentityTransform
 
         if identifier[1] != "messages":
-            return original(catalog, identifier, day_column, schema)
+            return original(catalog, identifier, day_column, schema, *key)
         iceberg = assign_fresh_schema_ids(_Catalog._convert_schema_if_needed(schema))
         spec = PartitionSpec(
             PartitionField(iceberg.find_field("workspace_id").field_id, 1000,
@@ -278,3 +278,51 @@ def test_a_publish_killed_before_its_commit_leaves_no_orphan_after_the_next(
     _publish(db, config)
     assert not lone.exists()
     assert _parquet_on_disk(folder) - _referenced(config) == set()
+
+
+def test_workspace_id_is_required_and_keys_are_identifier_fields(
+    year: Path, tmp_path: Path
+) -> None:
+    """New tables: ``workspace_id`` required everywhere, the warehouse's key (with the
+    workspace) declared as identifier fields; a table an earlier release made all optional
+    is brought to the same by its next publish."""
+    from convo_analytics.lake import _commit
+
+    db = tmp_path / "w.duckdb"
+    db.write_bytes(year.read_bytes())
+    config = lake_config(tmp_path / "lake")
+    keyed = _commit._keyed
+    made = _commit.ensure_table
+
+    def optional(catalog: Any, identifier: Any, day_column: Any, schema: Any, *key: Any) -> Any:
+        import pyarrow as pa
+
+        loose = pa.schema([pa.field(f.name, f.type, True) for f in schema])
+        return made(catalog, identifier, day_column, loose)
+
+    _commit._keyed = lambda txn, key: None  # type: ignore[assignment]
+    _commit.ensure_table = optional  # type: ignore[assignment]
+    try:
+        _publish(db, config)
+    finally:
+        _commit._keyed = keyed  # type: ignore[assignment]
+        _commit.ensure_table = made  # type: ignore[assignment]
+    catalog = config.open_catalog()
+    old = catalog.load_table(("convo", "conversations")).schema()
+    assert not old.find_field("workspace_id").required and not old.identifier_field_ids
+    _sql(db, "UPDATE conversations SET intent = 'x' WHERE workspace_id = 'ws_a'")
+    _publish(db, config)
+    fresh = lake_config(tmp_path / "fresh")
+    _publish(db, fresh)
+    for spec in LAKE_TABLES:  # a new lake: every table
+        schema = fresh.open_catalog().load_table(("convo", spec.name)).schema()
+        assert schema.find_field("workspace_id").required, spec.name
+    for lake in (config, fresh):  # the earlier release's: each table its next commit makes
+        catalog = lake.open_catalog()
+        conversations = catalog.load_table(("convo", "conversations")).schema()
+        names = {conversations.find_column_name(i) for i in conversations.identifier_field_ids}
+        assert names == {"workspace_id", "id"}
+        assert conversations.find_field("id").required
+        messages = catalog.load_table(("convo", "messages")).schema()
+        assert not messages.identifier_field_ids  # no key in the warehouse
+    assert_lake_equals(config, db, WORKSPACES)

@@ -127,14 +127,14 @@ def child_publish_days(db: str, lake: str) -> None:
 
     original = _commit.ensure_table
 
-    def by_day(catalog: Any, identifier: Any, day_column: Any, schema: Any) -> Any:
+    def by_day(catalog: Any, identifier: Any, day_column: Any, schema: Any, *key: Any) -> Any:
         from pyiceberg.catalog import Catalog as _Catalog
         from pyiceberg.partitioning import PartitionField, PartitionSpec
         from pyiceberg.schema import assign_fresh_schema_ids
         from pyiceberg.transforms import DayTransform, IdentityTransform
 
         if day_column is None:
-            return original(catalog, identifier, day_column, schema)
+            return original(catalog, identifier, day_column, schema, *key)
         iceberg = assign_fresh_schema_ids(_Catalog._convert_schema_if_needed(schema))
         spec = PartitionSpec(
             PartitionField(iceberg.find_field("workspace_id").field_id, 1000,

@@ -33,7 +33,7 @@ import random
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -85,6 +85,7 @@ def commit_overwrite(
     day_column: str | None,
     properties: dict[str, str],
     keep: Collection[int] = (),
+    key: Sequence[str] = (),
 ) -> tuple[IcebergTable, int]:
     """Remove what ``replaced`` names and add ``data``, in one commit of the table ``name``
     (made, partitioned by workspace and ``day_column``, when the lake lacks it); the table
@@ -96,12 +97,15 @@ def commit_overwrite(
     of day ranges over thousands of files took seconds a commit). Where the function
     cannot tell (a file under another partition spec), it gives the row filter instead.
     ``keep``: snapshots the commit's expiry must leave (readers are pinned to them).
+    ``key``: the table's identifier fields (D-LAKE-KEYS; ``workspace_id`` is required
+    whatever it is).
     """
     from pyiceberg.exceptions import CommitFailedException, ValidationException
     from sqlalchemy.exc import OperationalError
 
     identifier = (config.namespace, name)
-    table = ensure_table(catalog, identifier, day_column, data.schema)
+    data = _required(data, ("workspace_id", *key))
+    table = ensure_table(catalog, identifier, day_column, data.schema, key)
     workspaces = _workspaces_of(data)
     for attempt in range(1, MAX_ATTEMPTS + 1):
         commit_uuid = uuid.uuid4()
@@ -119,6 +123,7 @@ def commit_overwrite(
                         if missing:  # a table made by an earlier release
                             txn.set_properties(missing)
                         _by_month(txn, day_column)
+                        _keyed(txn, key)
                         _replace(txn, table, data, replaced, properties, commit_uuid, added)
                         _expire(txn, config.keep_snapshots_hours, keep)
                 except BaseException:
@@ -212,6 +217,36 @@ def write_version_hint(table: IcebergTable) -> None:
         out.write(name.removesuffix(".metadata.json").encode())
 
 
+def _required(data: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """``data`` with ``columns`` (those it has) not nullable: what the table requires."""
+    import pyarrow as pa
+
+    if not any(f.nullable and f.name in columns for f in data.schema):
+        return data
+    return data.cast(
+        pa.schema([f.with_nullable(f.nullable and f.name not in columns) for f in data.schema])
+    )
+
+
+def _keyed(txn: Transaction, key: Sequence[str]) -> None:
+    """A table an earlier release made with every column optional: ``workspace_id`` and
+    the key made required and the key declared (no row of it was ever published without
+    them: the warehouse's key columns are NOT NULL, and rows without a workspace are not
+    published)."""
+    schema = txn.table_metadata.schema()
+    wanted = ("workspace_id", *key) if "workspace_id" not in key else tuple(key)
+    top = {f.name: f for f in schema.fields}
+    optional = [c for c in wanted if c in top and not top[c].required]
+    names = {schema.find_column_name(i) for i in schema.identifier_field_ids}
+    if not optional and (not key or names == set(key)):
+        return
+    with txn.update_schema(allow_incompatible_changes=True) as update:
+        for column in optional:
+            update.update_column(column, required=True)
+        if key and names != set(key):
+            update.set_identifier_fields(*key)
+
+
 def _by_month(txn: Transaction, day_column: str | None) -> None:
     """A table made by an earlier release is cut by day: from this commit on its new files
     are cut by month (Iceberg's partition evolution: the old files stay under the old spec
@@ -265,16 +300,25 @@ def _backoff(attempt: int) -> float:
 
 
 def ensure_table(
-    catalog: Catalog, identifier: tuple[str, str], day_column: str | None, schema: pa.Schema
+    catalog: Catalog,
+    identifier: tuple[str, str],
+    day_column: str | None,
+    schema: pa.Schema,
+    key: Sequence[str] = (),
 ) -> IcebergTable:
-    """The table, created with its partition spec when the lake does not have it yet
-    (two workers creating it at once: the loser loads the winner's)."""
+    """The table, created with its partition spec (and ``key`` as its identifier fields)
+    when the lake does not have it yet (two workers creating it at once: the loser loads
+    the winner's)."""
     from pyiceberg.catalog import Catalog as _Catalog
     from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.schema import assign_fresh_schema_ids
+    from pyiceberg.schema import Schema, assign_fresh_schema_ids
     from pyiceberg.transforms import IdentityTransform, MonthTransform
 
     iceberg_schema = assign_fresh_schema_ids(_Catalog._convert_schema_if_needed(schema))
+    if key:
+        ids = [iceberg_schema.find_field(c).field_id for c in key]
+        iceberg_schema = Schema(*iceberg_schema.fields, schema_id=iceberg_schema.schema_id,
+                                identifier_field_ids=ids)  # fmt: skip
     fields = [
         PartitionField(
             source_id=iceberg_schema.find_field("workspace_id").field_id,

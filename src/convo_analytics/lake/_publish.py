@@ -43,7 +43,7 @@ from convo_analytics.lake._commit import (
 )
 from convo_analytics.lake._config import LakeConfig
 from convo_analytics.lake._records import PARTITIONS_TABLE, LakeRecords, Record, record_rows
-from convo_analytics.lake._tables import LAKE_TABLES, LakeTable
+from convo_analytics.lake._tables import LAKE_TABLES, LakeTable, lake_key
 from convo_analytics.lake._visible import PUBLISH_PROPERTY, WORKSPACES_PROPERTY
 
 if TYPE_CHECKING:
@@ -195,11 +195,14 @@ def _tables_present(con: duckdb.DuckDBPyConnection) -> set[str]:
     }
 
 
-def plain_schema(schema: pa.Schema) -> pa.Schema:
-    """The schema without DuckDB's field metadata (a JSON column's extension tag)."""
+def plain_schema(schema: pa.Schema, required: Sequence[str] = ()) -> pa.Schema:
+    """The schema without DuckDB's field metadata (a JSON column's extension tag), the
+    ``required`` columns (``workspace_id`` and the table's key, D-LAKE-KEYS) not nullable."""
     import pyarrow as pa
 
-    return pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema])
+    return pa.schema(
+        [pa.field(f.name, f.type, f.nullable and f.name not in required) for f in schema]
+    )
 
 
 def _publish_table(
@@ -219,9 +222,11 @@ def _publish_table(
     if plan.empty and plan.table_uuid is not None:  # nothing to write, the table is there
         return TablePublish(name, 0, 0, 0, None, 0, 0.0), (plan.table_uuid, plan.snapshot_id)
     arrow = read_changed(con, plan)
-    data = arrow.cast(plain_schema(arrow.schema))
+    key = lake_key(con, plan.spec)
+    data = arrow.cast(plain_schema(arrow.schema, ("workspace_id", *key)))
     if plan.empty:  # the table is made all the same: every engine finds every lake table
-        made = ensure_table(catalog, (config.namespace, name), plan.spec.day_column, data.schema)
+        made = ensure_table(catalog, (config.namespace, name), plan.spec.day_column, data.schema,
+                            key)  # fmt: skip
         head = made.current_snapshot()
         made_head = (str(made.metadata.table_uuid), head.snapshot_id if head else None)
         return TablePublish(name, 0, 0, 0, None, 0, 0.0), made_head
@@ -229,6 +234,7 @@ def _publish_table(
     table, attempts = commit_overwrite(
         catalog, config, name, data, replaced,
         day_column=plan.spec.day_column,
+        key=key,
         properties=properties | {
             # the workspaces whose partitions this commit replaces: readers read the others
             # from the table as it is now (lake._visible)

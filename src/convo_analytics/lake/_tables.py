@@ -20,9 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import duckdb
+
 from convo_analytics.warehouse._marts import DAILY_MARTS
 
-__all__ = ["LAKE_TABLES", "LakeTable", "lake_table"]
+__all__ = ["LAKE_TABLES", "LakeTable", "lake_key", "lake_table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,3 +115,21 @@ def lake_table(name: str) -> LakeTable:
         return _BY_NAME[name]
     except KeyError:
         raise KeyError(f"{name!r} is not a lake table; one of {', '.join(_BY_NAME)}") from None
+
+
+def lake_key(con: duckdb.DuckDBPyConnection, spec: LakeTable) -> tuple[str, ...]:
+    """The lake table's key, declared as its Iceberg identifier fields: the warehouse
+    table's primary key where it has one holding ``workspace_id`` (the lake holds many
+    workspaces' rows: a key without the workspace is no key there); empty otherwise
+    (``workspace_id`` is required all the same: D-LAKE-KEYS)."""
+    if spec.select != "rows" or spec.unique_by is not None:
+        return ()
+    rows = con.execute(
+        "SELECT constraint_column_names FROM duckdb_constraints() WHERE table_name = ? "
+        "AND constraint_type = 'PRIMARY KEY' AND database_name = current_database() "
+        "AND schema_name = current_schema()",
+        [spec.name],
+    ).fetchall()
+    if not rows or "workspace_id" not in rows[0][0]:
+        return ()
+    return tuple(str(c) for c in rows[0][0])
