@@ -276,3 +276,22 @@ def test_a_step_waits_for_a_held_shard_lock(tmp_path: Path) -> None:
         if holder.poll() is None:
             holder.kill()
             holder.wait(timeout=30)
+
+
+def test_the_orchestrator_extra_locks_the_executors() -> None:
+    """dagster-k8s, dagster-celery and dagster-aws (the executors and the S3 IO manager
+    docs/scale-out.md configures) are locked under the ``orchestrator`` extra, on the
+    release line of the locked dagster, and not in the dev group ``make install`` syncs."""
+    import tomllib
+
+    from dagster_support import ROOT
+
+    lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
+    packages = {p["name"]: p for p in lock["package"]}
+    ours = packages["convo-analytics"]
+    extra = {d["name"] for d in ours["optional-dependencies"]["orchestrator"]}
+    dev = {d["name"] for d in ours["dev-dependencies"]["dev"]}
+    minor = int(packages["dagster"]["version"].split(".")[1])  # dagster 1.N: libraries 0.N+16
+    for name in ("dagster-k8s", "dagster-celery", "dagster-aws"):
+        assert name in extra and name not in dev, name
+        assert packages[name]["version"].startswith(f"0.{minor + 16}."), name
