@@ -28,6 +28,7 @@ __all__ = [
     "most_steps_at_once",
     "postgres_instance",
     "reconstructable_job",
+    "reexecute_module",
     "run_config",
     "step_keys",
     "write_config",
@@ -45,10 +46,12 @@ def write_config(
     *,
     catalog: str | None = None,
     rate_limit: str = "none",
+    step_storage: Path | None = None,
 ) -> Path:
     """A convo.toml in ``folder`` reading workspace NAME of the service at ``url`` with
     ``keys[NAME]`` (stored in ``folder/NAME.key``, which a test may rewrite), its warehouse
-    and shards under ``folder/data``; with ``catalog`` (a SQLAlchemy URL), a lake there."""
+    and shards under ``folder/data``; with ``catalog`` (a SQLAlchemy URL), a lake there;
+    with ``step_storage``, the Dagster steps' outputs there (orchestrator.step_storage)."""
     folder.mkdir(parents=True, exist_ok=True)
     blocks = []
     for name, key in keys.items():
@@ -56,6 +59,9 @@ def write_config(
         blocks.append(f'[[workspaces]]\nname = "{name}"\nbase_url = "{url}"\n'
                       f'auth = {{ type = "api_key", key_file = "{name}.key" }}\n')  # fmt: skip
     lake = f'[lake]\ncatalog_uri = "{catalog}"\nwarehouse = "{folder}/lake"\n\n' if catalog else ""
+    if step_storage is not None:
+        lake += f'[orchestrator]\nstep_storage = "{step_storage}"\n\n'
+
     path = folder / "convo.toml"
     path.write_text(
         f'[service]\nrate_limit = "{rate_limit}"\n\n'
@@ -97,6 +103,16 @@ def reconstructable_job(name: str) -> Any:
 
 
 @cache
+def reexecute_module() -> ModuleType:
+    """pipelines/dagster/reexecute.py as a module: the documented re-execution, as it is."""
+    spec = spec_from_file_location("convo_dagster_reexecute", DEFINITIONS.with_name("reexecute.py"))
+    assert spec is not None and spec.loader is not None
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@cache
 def definitions() -> ModuleType:
     """pipelines/dagster/definitions.py as a module (it is a file, not a package)."""
     spec = spec_from_file_location("convo_dagster_definitions", DEFINITIONS)
@@ -120,8 +136,9 @@ def step_keys(result: Any, event_type: str) -> set[str]:
     return {str(e.step_key) for e in result.all_events if e.event_type_value == event_type}
 
 
-def most_steps_at_once(instance: Any, run_id: str) -> int:
-    """The most steps that were running at the same moment, from the run's event log."""
+def most_steps_at_once(instance: Any, run_id: str, prefix: str = "") -> int:
+    """The most steps (those whose key starts with ``prefix``) that were running at the same
+    moment, from the run's event log."""
     import dagster as dg
 
     ended = (dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE,
@@ -129,7 +146,7 @@ def most_steps_at_once(instance: Any, run_id: str) -> int:
     edges = []
     for record in instance.all_logs(run_id):
         event = record.dagster_event
-        if event is None:
+        if event is None or not str(event.step_key or "").startswith(prefix):
             continue
         if event.event_type == dg.DagsterEventType.STEP_START:
             edges.append((record.timestamp, 1))

@@ -2,8 +2,11 @@
 the ``nightly_workspaces`` job with the multiprocess executor, three at once, on a
 PostgreSQL-backed instance into a PostgreSQL-catalogued Iceberg lake. Every workspace's
 marts in the lake equal those of a single ``convo run`` of that workspace alone; the
-rollup is the sum over those six runs; a failing workspace fails alone and Dagster's
-re-execution from failure completes it; the partitioned assets run one workspace alone."""
+rollup is the sum over those six runs; a failing workspace fails alone and the documented
+re-execution from failure (pipelines/dagster/reexecute.py) completes it; every lake
+publish runs in the ``convo_lake`` pool (at 1: one at a time); the steps hand each other
+their outputs through orchestrator.step_storage, never DAGSTER_HOME/storage; the
+partitioned assets run one workspace alone."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from dagster_support import (
     most_steps_at_once,
     postgres_instance,
     reconstructable_job,
+    reexecute_module,
     run_config,
     step_keys,
     write_config,
@@ -132,9 +136,13 @@ def test_six_workspaces_three_at_once_on_postgres(
     )
     lake_db = postgres.create_database(f"lake_{tmp_path.name[-20:].replace('-', '_')}")
     keys = {n: _key(n) for n in NAMES} | {"west": "sk_test_revoked_000000"}  # west fails
+    storage = tmp_path / "step_storage"  # the steps' outputs: not under DAGSTER_HOME
     config = write_config(tmp_path / "dagster", running.url, keys,
-                          catalog=postgres.url(database=lake_db))  # fmt: skip
+                          catalog=postgres.url(database=lake_db), step_storage=storage)  # fmt: skip
     job = reconstructable_job("nightly_workspaces")
+    nodes = definitions().nightly_workspaces.nodes_in_topological_order
+    assert {n.name: n.definition.pool for n in nodes}["workspace_publish"] == "convo_lake"
+    instance.event_log_storage.set_concurrency_slots("convo_lake", 1)  # one publish at a time
     # the references, a `convo run` of each workspace alone, run while the job does
     with _single_runs(tmp_path / "single", running.url) as single_runs:
         first = dg.execute_job(job, instance, run_config=run_config(config))
@@ -145,16 +153,24 @@ def test_six_workspaces_three_at_once_on_postgres(
     assert _rows(shards / "north.duckdb", "SELECT count(*) FROM mart_conversations")[0][0] > 0
     assert not (shards / "_rollup.duckdb").exists(), "no rollup while a workspace is missing"
     assert 2 <= most_steps_at_once(instance, first.run_id) <= 3, "three processes at once, at most"
+    published = {f"workspace_publish[{n}]" for n in NAMES if n != "west"}
+    assert published <= step_keys(first, "STEP_SUCCESS")
+    assert most_steps_at_once(instance, first.run_id, "workspace_publish") == 1, "pool of 1"
+    outputs = storage / first.run_id / "runnable_workspaces" / "result"
+    assert sorted(p.name for p in outputs.iterdir()) == sorted(NAMES), "in step_storage"
 
     (config.parent / "west.key").write_text(_key("west"))  # fixed: Dagster retries from failure
-    again = dg.execute_job(
-        job, instance, run_config=run_config(config),
-        reexecution_options=dg.ReexecutionOptions.from_failure(first.run_id, instance),
-    )  # fmt: skip
+    again = reexecute_module().reexecute(first.run_id, instance)  # docs/scale-out.md's way
     failures = {str(e.step_key): str(e.event_specific_data)[:600] for e in again.all_events
                 if e.event_type_value in ("STEP_FAILURE", "RUN_FAILURE")}  # fmt: skip
     assert again.success, failures
-    assert step_keys(again, "STEP_SUCCESS") == {"workspace_night[west]", "rollup"}
+    assert step_keys(again, "STEP_SUCCESS") == {"workspace_night[west]",
+                                                 "workspace_publish[west]", "rollup"}  # fmt: skip
+    # the rollup read the five others' outputs of the first run from step_storage
+    assert (storage / again.run_id / "workspace_publish[west]").is_dir()
+    home_storage = tmp_path / "dagster_home" / "storage"
+    stored = {p.relative_to(home_storage).parts[1] for p in home_storage.glob("*/*")}
+    assert not stored - {"compute_logs"}, f"step outputs under DAGSTER_HOME: {stored}"
 
     lake = LakeConfig.from_settings(load_settings(config, {}))
     seen: set[str] = set()  # the marts with rows in some workspace: each is checked somewhere
@@ -202,3 +218,80 @@ def test_six_workspaces_three_at_once_on_postgres(
     latest = instance.get_latest_materialization_event(dg.AssetKey("transform"))
     assert latest is not None and latest.timestamp >= before
     assert latest.dagster_event.partition == "east"
+
+
+#: Seconds the other writer holds the shard's lock. A step that does not wait fails and is
+#: tried again by its RetryPolicy (2 s, then 4 s later), which may then succeed: the test
+#: asks for no retry at all, not only for success.
+HOLD_SECONDS = 3
+_HOLDER = """
+import sys, time
+from pathlib import Path
+from convo_analytics.config import load_settings
+from convo_analytics.pipeline import shard_settings, warehouse_writer
+settings = shard_settings(load_settings(Path(sys.argv[1]), {}), sys.argv[2])
+with warehouse_writer(settings, "convo transform (the test's other writer)"):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[3]))
+"""
+
+
+def test_a_step_waits_for_a_held_shard_lock(tmp_path: Path) -> None:
+    """A Dagster step (a backfill's ``webhook_ingest`` of one workspace) that meets the
+    shard's lock held by another process waits for it (orchestrator.step_lock_wait_seconds,
+    300 s by default) and succeeds once it is released, where the command line's default
+    (run.lock_wait_seconds = 0) stops at once."""
+    import select
+
+    import dagster as dg
+
+    from convo_analytics.config import load_settings
+
+    config = write_config(tmp_path / "convo", "http://127.0.0.1:9", {"east": _key("east")})
+    assert load_settings(config, {}).get_float("run.lock_wait_seconds") == 0
+    (config.parent / "data" / "shards").mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(config), "east", str(HOLD_SECONDS)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        ready, _, _ = select.select([holder.stdout], [], [], 60)
+        assert ready and holder.stdout.readline() == b"held\n", "the other writer took the lock"
+        (tmp_path / "dagster_home").mkdir()
+        with dg.DagsterInstance.local_temp(str(tmp_path / "dagster_home")) as instance:
+            instance.add_dynamic_partitions("workspaces", ["east"])
+            result = dg.execute_job(
+                reconstructable_job("workspace_partition"), instance,
+                tags={"dagster/partition": "east"},
+                asset_selection=[dg.AssetKey("webhook_ingest")],
+                run_config=run_config(config, in_process=True),
+            )  # fmt: skip
+            failures = [str(e.event_specific_data)[:400] for e in result.all_events
+                        if e.event_type_value == "STEP_FAILURE"]  # fmt: skip
+            assert result.success, failures
+            assert step_keys(result, "STEP_UP_FOR_RETRY") == set(), "it waited, not retried"
+        assert holder.wait(timeout=30) == 0, "the holder had released the lock"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(timeout=30)
+
+
+def test_the_orchestrator_extra_locks_the_executors() -> None:
+    """dagster-k8s, dagster-celery and dagster-aws (the executors and the S3 IO manager
+    docs/scale-out.md configures) are locked under the ``orchestrator`` extra, on the
+    release line of the locked dagster, and not in the dev group ``make install`` syncs."""
+    import tomllib
+
+    from dagster_support import ROOT
+
+    lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
+    packages = {p["name"]: p for p in lock["package"]}
+    ours = packages["convo-analytics"]
+    extra = {d["name"] for d in ours["optional-dependencies"]["orchestrator"]}
+    dev = {d["name"] for d in ours["dev-dependencies"]["dev"]}
+    minor = int(packages["dagster"]["version"].split(".")[1])  # dagster 1.N: libraries 0.N+16
+    for name in ("dagster-k8s", "dagster-celery", "dagster-aws"):
+        assert name in extra and name not in dev, name
+        assert packages[name]["version"].startswith(f"0.{minor + 16}."), name

@@ -16,9 +16,16 @@ Two ways to run the same steps:
   ``transform``, ``monitors``, ``lake_publish`` and ``reports``, one run per workspace (a
   backfill launches many; the run queue caps them, one per workspace at a time);
 - ``nightly_workspaces``: every runnable workspace in one run, fanned out
-  (dynamic outputs), so the multiprocess executor works on up to
-  ``max_concurrent`` workspaces at once, then ``workspace_rollup``. It records
-  materialisations of the same asset partitions, so both show in one place.
+  (dynamic outputs) into ``workspace_night`` then ``workspace_publish`` per
+  workspace, so the multiprocess executor works on up to ``max_concurrent``
+  workspaces at once, then ``workspace_rollup``. It records materialisations of
+  the same asset partitions, so both show in one place.
+
+Every lake publish (the ``lake_publish`` asset, ``workspace_publish``) is in the
+``convo_lake`` pool; a step waits ``orchestrator.step_lock_wait_seconds`` for a
+held shard lock; the steps hand each other their outputs through
+``orchestrator.step_storage`` (the ``io_manager`` resource). A failed run is
+re-executed from its failure by ``pipelines/dagster/reexecute.py``.
 
 Load with ``dagster dev -f pipelines/dagster/definitions.py`` (or
 ``-m pipelines.dagster.definitions`` from the repository's root); the
@@ -51,8 +58,9 @@ WORKSPACES = dg.DynamicPartitionsDefinition(name="workspaces")
 #: A failed step is tried twice more, 2 s then 4 s later (a rate limit's burst, a restart
 #: of the service, a lost connection); a workspace that still fails fails alone.
 RETRY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
-#: The pool of ``lake_publish`` steps (each commits once per lake table) in flight across
-#: all runs, to spare the catalog: ``dagster instance concurrency set convo_lake N``.
+#: The pool of every lake publish (the ``lake_publish`` asset, the nightly job's
+#: ``workspace_publish``; each commits once per lake table) in flight across all runs, to
+#: spare the catalog: ``dagster instance concurrency set convo_lake N``.
 LAKE_POOL = "convo_lake"
 GROUP = "convo_workspaces"
 #: The multiprocess executor's settings for the fan-out: three workspaces at once, each
@@ -106,7 +114,36 @@ class ConvoSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
     config_path: str | None = None
 
     def settings(self) -> Settings:
-        return load_settings(Path(self.config_path) if self.config_path else None, {})
+        """The settings, with a step's own wait for a held shard lock: a step that meets
+        another writer (a ``convo`` command on the shard, a step of an earlier run not yet
+        dead) waits ``orchestrator.step_lock_wait_seconds`` for it, where a command on the
+        command line waits ``run.lock_wait_seconds`` (0) and its user tries again."""
+        settings = load_settings(Path(self.config_path) if self.config_path else None, {})
+        wait = settings.get_float("orchestrator.step_lock_wait_seconds")
+        return settings.with_values({"run.lock_wait_seconds": wait},
+                                    "orchestrator.step_lock_wait_seconds")  # fmt: skip
+
+
+@dg.io_manager(required_resource_keys={"convo"})
+def step_storage(context: dg.InitResourceContext) -> Any:
+    """Where a run keeps what its steps hand each other (the nightly job's workspace names,
+    from ``runnable_workspaces``' dynamic outputs): ``orchestrator.step_storage``, a folder
+    every step's process can read (Dagster's ``FilesystemIOManager`` there) or
+    ``s3://BUCKET/PREFIX`` (dagster-aws's ``S3PickleIOManager``); empty, Dagster's default
+    (``DAGSTER_HOME/storage``), which a step on another host (a pod, a Celery worker) cannot
+    read. A setting, so that moving the steps to other hosts needs no code change."""
+    settings: Settings = context.resources.convo.settings()
+    where = settings.get_str("orchestrator.step_storage")
+    if where.startswith("s3://"):
+        from dagster_aws.s3 import (  # type: ignore[import-not-found]
+            S3PickleIOManager,
+            S3Resource,
+        )
+
+        bucket, _, prefix = where.removeprefix("s3://").partition("/")
+        return S3PickleIOManager(s3_resource=S3Resource(), s3_bucket=bucket,
+                                 s3_prefix=prefix.strip("/") or "dagster")  # fmt: skip
+    return dg.FilesystemIOManager(base_dir=where or None).create_io_manager(context)
 
 
 def _run_step(step_name: str, settings: Settings, workspace: str, run_id: str) -> dict[str, str]:
@@ -307,23 +344,37 @@ def runnable_workspaces(context: dg.OpExecutionContext, convo: ConvoSettings) ->
         yield dg.DynamicOutput(name, mapping_key=_mapping_key(name, used))
 
 
+#: The parts of a workspace's night in ``workspace_night`` (one step: one process start);
+#: the rest, the lake publish and the reports that read it, are ``workspace_publish``.
+SHARD_NIGHT = NIGHT[: NIGHT.index("lake_publish")]
+
+
 @dg.op(retry_policy=RETRY)
 def workspace_night(context: dg.OpExecutionContext, convo: ConvoSettings, workspace: str) -> str:
-    """One workspace's extract, webhook ingest, transform, monitors, lake publish and reports,
-    on its shard (one step, so one process start per workspace; every part is safe to repeat,
-    so a retry redoes the whole night cheaply: the loads skip what they already hold, a
-    report sent is not sent again)."""
+    """One workspace's extract, webhook ingest, transform and monitors, on its shard (one
+    step, so one process start per workspace; every part is safe to repeat, so a retry
+    redoes them cheaply: the loads skip what they already hold)."""
     settings = convo.settings()
-    for step_name in NIGHT:
-        if step_name == "lake_publish":
-            counts = {k: str(v) for k, v in lake_publish_counts(settings, workspace).items()}
-        elif step_name == "reports":
-            counts = {k: str(v) for k, v in
-                      reports_counts(settings, workspace, context.run_id).items()}  # fmt: skip
-        else:
-            counts = _run_step(step_name, settings, workspace, context.run_id)
+    for step_name in SHARD_NIGHT:
+        counts = _run_step(step_name, settings, workspace, context.run_id)
         context.log_event(dg.AssetMaterialization(asset_key=step_name, partition=workspace,
                                                   metadata=counts))  # fmt: skip
+    return workspace
+
+
+@dg.op(retry_policy=RETRY, pool=LAKE_POOL)
+def workspace_publish(context: dg.OpExecutionContext, convo: ConvoSettings, workspace: str) -> str:
+    """The workspace's shard published into the lake, then its due reports (which read the
+    lake): a step of its own in the ``convo_lake`` pool, so the pool's limit caps the
+    nightly job's publishes as it caps the ``lake_publish`` asset's (a report sent is not
+    sent again on a retry)."""
+    settings = convo.settings()
+    published = lake_publish_counts(settings, workspace)
+    context.log_event(dg.AssetMaterialization(asset_key="lake_publish", partition=workspace,
+                      metadata={k: str(v) for k, v in published.items()}))  # fmt: skip
+    sent = reports_counts(settings, workspace, context.run_id)
+    context.log_event(dg.AssetMaterialization(asset_key="reports", partition=workspace,
+                      metadata={k: str(v) for k, v in sent.items()}))  # fmt: skip
     return workspace
 
 
@@ -343,7 +394,7 @@ def rollup(context: dg.OpExecutionContext, convo: ConvoSettings, workspaces: lis
     "cross-workspace rollup.",
 )
 def nightly_workspaces() -> None:
-    done = runnable_workspaces().map(workspace_night)
+    done = runnable_workspaces().map(lambda ws: workspace_publish(workspace_night(ws)))
     rollup(done.collect())
 
 
@@ -352,6 +403,12 @@ defs = dg.Definitions(
     jobs=[workspace_partition, nightly_workspaces],
     sensors=[workspace_partitions],
     schedules=[dg.ScheduleDefinition(job=nightly_workspaces, cron_schedule="15 2 * * *")],
-    resources={"convo": ConvoSettings()},
+    resources={"convo": ConvoSettings(), "io_manager": step_storage},
     executor=job_executor(in_process_too=True),
 )
+
+
+def job_named(name: str) -> dg.JobDefinition:
+    """Job ``name`` of ``defs``, its resources bound: what ``dg.build_reconstructable_job``
+    calls in each step's process to load the job again (pipelines/dagster/reexecute.py)."""
+    return defs.resolve_job_def(name)

@@ -32,6 +32,7 @@ __all__ = [
     "LakeSettings",
     "MonitoringSettings",
     "NotifySettings",
+    "OrchestratorSettings",
     "PrivacySettings",
     "PublishSettings",
     "ReadSettings",
@@ -685,6 +686,32 @@ class RunSettings(Section):
         "CONVO_RUN_STATUS, CONVO_RUN_FAILED_STEP, CONVO_RUN_ERROR, CONVO_RUN_WARNINGS and "
         "CONVO_NOTIFY_KEY set and the alert's JSON on stdin; a non-zero exit is retried "
         "(empty: none).",
+    )
+
+
+class OrchestratorSettings(Section):
+    """The Dagster steps of docs/scale-out.md (pipelines/dagster/definitions.py): what a
+    step does that a command on the command line does not."""
+
+    step_lock_wait_seconds: Float = setting(
+        300.0,
+        "Seconds a Dagster step waits for another writer (a `convo` command, a step of an "
+        "earlier run) to release its workspace shard's lock before it fails with "
+        "WarehouseLocked, for its RetryPolicy to try again. Steps only: the command "
+        "line's wait is run.lock_wait_seconds.",
+        ge=0.0,
+        le=86400.0,
+    )
+    step_storage: Str = setting(
+        "",
+        "Where a Dagster run keeps what its steps hand each other (the nightly job's "
+        "workspace names): a folder every step's process can read (shared storage when "
+        "steps run on other hosts: Kubernetes pods, Celery workers), or s3://BUCKET/PREFIX "
+        "(dagster-aws's S3 IO manager; credentials and endpoint from the usual AWS_* "
+        "variables). Empty: Dagster's default, DAGSTER_HOME/storage, for steps on the "
+        "launching host only.",
+        url=True,
+        url_secret_fix="object store credentials come from the AWS_* environment variables",
     )
 
 

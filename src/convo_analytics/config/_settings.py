@@ -38,6 +38,7 @@ from convo_analytics.config._sections import (
     LakeSettings,
     MonitoringSettings,
     NotifySettings,
+    OrchestratorSettings,
     PrivacySettings,
     PublishSettings,
     ReadSettings,
@@ -101,6 +102,7 @@ class Settings(SourcedSettings):
     lake: LakeSettings = Field(default_factory=LakeSettings)
     read: ReadSettings = Field(default_factory=ReadSettings)
     run: RunSettings = Field(default_factory=RunSettings)
+    orchestrator: OrchestratorSettings = Field(default_factory=OrchestratorSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
