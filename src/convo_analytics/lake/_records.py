@@ -78,7 +78,7 @@ def record_rows(rows: Iterable[Record]) -> pa.Table:
     listed = list(rows)
     now = datetime.now(UTC)
     column = {name: [getattr(r, name) for r in listed] for name in Record._fields}
-    return pa.table(
+    table = pa.table(
         {
             "workspace_id": pa.array(column["workspace_id"], pa.string()),
             "table_name": pa.array(column["table_name"], pa.string()),
@@ -93,6 +93,10 @@ def record_rows(rows: Iterable[Record]) -> pa.Table:
             "publish_id": pa.array(column["publish_id"], pa.string()),
         }
     )
+    # workspace_id is required in every lake table (D-LAKE-KEYS)
+    schema = table.schema
+    at = schema.get_field_index("workspace_id")
+    return table.cast(schema.set(at, schema.field(at).with_nullable(False)))
 
 
 def records_filter(ids: Sequence[str], names: Sequence[str]) -> BooleanExpression:
