@@ -207,6 +207,10 @@ def test_a_table_cut_by_day_is_republished_by_month(year: Path, tmp_path: Path) 
         _commit._by_month = evolve  # type: ignore[assignment]
     days = [f for f in _live_files(config, "messages") if "/workspace_id=ws_a/" in f]
     assert len(days) > 14, "the earlier release's lake: a file per day"
+    # (rows read by month are out of day order: still one file per day)
+    [(distinct,)] = _sql(db, "SELECT count(DISTINCT CAST(created_at AS DATE)) FROM messages "
+                         "WHERE workspace_id = 'ws_a'")  # fmt: skip
+    assert len(days) == distinct
     result = {t.table: t for t in _publish(db, config).tables}
     assert result["messages"].attempts == 1
     table = config.open_catalog().load_table(("convo", "messages"))

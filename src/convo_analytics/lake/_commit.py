@@ -41,6 +41,7 @@ from convo_analytics.errors import UserError
 from convo_analytics.lake._changes import MONTH_SUFFIX
 from convo_analytics.lake._config import LakeConfig
 from convo_analytics.lake._orphans import InFlight, discard, remove_orphans
+from convo_analytics.lake._write import write_data_files
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -185,17 +186,13 @@ def _data_files(
     txn: Transaction, table: IcebergTable, data: pa.Table, commit_uuid: uuid.UUID
 ) -> list[DataFile]:
     """``data`` written as Parquet files of the table's partitions (not yet committed)."""
-    from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible, _dataframe_to_data_files
+    from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible
 
     metadata = txn.table_metadata
     _check_pyarrow_schema_compatible(
         metadata.schema(), provided_schema=data.schema, format_version=metadata.format_version
     )
-    return list(
-        _dataframe_to_data_files(
-            table_metadata=metadata, write_uuid=commit_uuid, df=data, io=table.io
-        )
-    )
+    return write_data_files(metadata, table.io, data, commit_uuid)
 
 
 def _workspaces_of(data: pa.Table) -> list[str]:
