@@ -15,7 +15,8 @@ import random
 import subprocess
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -244,3 +245,50 @@ def convo_here(cwd: Path, env: Mapping[str, str], *args: str) -> subprocess.Comp
             err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line))
     return subprocess.CompletedProcess(["convo", *args], code, out.getvalue().decode(),
                                        err.getvalue())  # fmt: skip
+
+
+def warehouse_sql(db: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    """Run ``sql`` on the warehouse file (read-write, UTC) and fetch its rows."""
+    con = duckdb.connect(str(db))
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        return con.execute(sql, params or []).fetchall()
+    finally:
+        con.close()
+
+
+@contextmanager
+def by_day_layout(cut: Callable[[str], bool] = lambda name: True) -> Iterator[None]:
+    """While in the block, lake tables (those ``cut`` names) are made as the previous
+    release made them: partitioned by workspace and ``day(...)``, and never moved to
+    months (D-LAKE-MONTHS); for the migration test and the bench's anchor."""
+    from convo_analytics.lake import _commit
+
+    made, evolve = _commit.ensure_table, _commit._by_month
+
+    def by_day(catalog: Any, identifier: Any, day_column: Any, schema: Any, *key: Any) -> Any:
+        from pyiceberg.catalog import Catalog as _Catalog
+        from pyiceberg.partitioning import PartitionField, PartitionSpec
+        from pyiceberg.schema import assign_fresh_schema_ids
+        from pyiceberg.transforms import DayTransform, IdentityTransform
+
+        if day_column is None or not cut(identifier[1]):
+            return made(catalog, identifier, day_column, schema, *key)
+        iceberg = assign_fresh_schema_ids(_Catalog._convert_schema_if_needed(schema))
+        spec = PartitionSpec(
+            PartitionField(iceberg.find_field("workspace_id").field_id, 1000,
+                           IdentityTransform(), "workspace_id"),
+            PartitionField(iceberg.find_field(day_column).field_id, 1001, DayTransform(),
+                           f"{day_column}_day"),
+        )  # fmt: skip
+        return catalog.create_table_if_not_exists(
+            identifier, schema=iceberg, partition_spec=spec, properties=_commit.TABLE_PROPERTIES
+        )
+
+    _commit.ensure_table = by_day  # type: ignore[assignment]
+    _commit._by_month = lambda txn, column: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _commit.ensure_table = made  # type: ignore[assignment]
+        _commit._by_month = evolve  # type: ignore[assignment]

@@ -27,6 +27,7 @@ from lake_support import (
     current_rows,
     lake_config,
     lake_rows,
+    warehouse_sql,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,13 +56,7 @@ def _files(config: LakeConfig, table: str) -> set[str]:
     return {task.file.file_path for task in loaded.scan().plan_files()}
 
 
-def _sql(db: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
-    con = duckdb.connect(str(db))
-    try:
-        con.execute("SET TimeZone = 'UTC'")
-        return con.execute(sql, params or []).fetchall()
-    finally:
-        con.close()
+_sql = warehouse_sql
 
 
 def _a_conversation(db: Path, workspace: str) -> tuple[str, date]:

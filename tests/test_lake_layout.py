@@ -30,18 +30,10 @@ import pytest
 
 from convo_analytics.lake import LAKE_TABLES, LakeConfig, publish_lake
 from convo_analytics.transform import run_transform
-from lake_support import TRANSFORM, Warehouse, assert_lake_equals, lake_config
+from lake_support import TRANSFORM, Warehouse, assert_lake_equals, by_day_layout, lake_config
+from lake_support import warehouse_sql as _sql
 
 WORKSPACES = ["ws_a", "ws_b"]
-
-
-def _sql(db: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
-    con = duckdb.connect(str(db))
-    try:
-        con.execute("SET TimeZone = 'UTC'")
-        return con.execute(sql, params or []).fetchall()
-    finally:
-        con.close()
 
 
 def _publish(db: Path, config: LakeConfig, **kw: Any) -> Any:
@@ -170,41 +162,11 @@ def test_a_year_is_a_file_per_month_and_a_publish_one_snapshot_per_changed_table
 def test_a_table_cut_by_day_is_republished_by_month(year: Path, tmp_path: Path) -> None:
     """A lake an earlier release wrote (messages cut by day): the next publish evolves the
     table's partition spec and replaces every workspace's rows by month."""
-    from pyiceberg.transforms import DayTransform
-
-    from convo_analytics.lake import _commit
-
     db = tmp_path / "w.duckdb"
     db.write_bytes(year.read_bytes())
     config = lake_config(tmp_path / "lake")
-    original = _commit.ensure_table
-
-    def by_day(catalog: Any, identifier: Any, day_column: Any, schema: Any, *key: Any) -> Any:
-        from pyiceberg.catalog import Catalog as _Catalog
-        from pyiceberg.partitioning import PartitionField, PartitionSpec
-        from pyiceberg.schema import assign_fresh_schema_ids
-        from pyiceberg.transforms import IdentityTransform
-
-        if identifier[1] != "messages":
-            return original(catalog, identifier, day_column, schema, *key)
-        iceberg = assign_fresh_schema_ids(_Catalog._convert_schema_if_needed(schema))
-        spec = PartitionSpec(
-            PartitionField(iceberg.find_field("workspace_id").field_id, 1000,
-                           IdentityTransform(), "workspace_id"),
-            PartitionField(iceberg.find_field(day_column).field_id, 1001, DayTransform(),
-                           f"{day_column}_day"),
-        )  # fmt: skip
-        return catalog.create_table_if_not_exists(identifier, schema=iceberg,
-                                                  partition_spec=spec)  # fmt: skip
-
-    evolve = _commit._by_month
-    _commit.ensure_table = by_day  # type: ignore[assignment]
-    _commit._by_month = lambda txn, column: None  # type: ignore[assignment]
-    try:
+    with by_day_layout(lambda name: name == "messages"):
         _publish(db, config)
-    finally:
-        _commit.ensure_table = original  # type: ignore[assignment]
-        _commit._by_month = evolve  # type: ignore[assignment]
     days = [f for f in _live_files(config, "messages") if "/workspace_id=ws_a/" in f]
     assert len(days) > 14, "the earlier release's lake: a file per day"
     # (rows read by month are out of day order: still one file per day)

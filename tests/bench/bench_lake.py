@@ -123,32 +123,11 @@ def child_publish(db: str, lake: str, workspaces: str) -> None:
 def child_publish_days(db: str, lake: str) -> None:
     """The previous release's layout: every table with a time cut by day (its partition
     spec, and no move to months), every workspace published once."""
-    from convo_analytics.lake import _commit
+    sys.path.insert(0, str(ROOT / "tests"))
+    from lake_support import by_day_layout
 
-    original = _commit.ensure_table
-
-    def by_day(catalog: Any, identifier: Any, day_column: Any, schema: Any, *key: Any) -> Any:
-        from pyiceberg.catalog import Catalog as _Catalog
-        from pyiceberg.partitioning import PartitionField, PartitionSpec
-        from pyiceberg.schema import assign_fresh_schema_ids
-        from pyiceberg.transforms import DayTransform, IdentityTransform
-
-        if day_column is None:
-            return original(catalog, identifier, day_column, schema, *key)
-        iceberg = assign_fresh_schema_ids(_Catalog._convert_schema_if_needed(schema))
-        spec = PartitionSpec(
-            PartitionField(iceberg.find_field("workspace_id").field_id, 1000,
-                           IdentityTransform(), "workspace_id"),
-            PartitionField(iceberg.find_field(day_column).field_id, 1001, DayTransform(),
-                           f"{day_column}_day"),
-        )  # fmt: skip
-        return catalog.create_table_if_not_exists(
-            identifier, schema=iceberg, partition_spec=spec, properties=_commit.TABLE_PROPERTIES
-        )
-
-    _commit.ensure_table = by_day  # type: ignore[assignment]
-    _commit._by_month = lambda txn, column: None  # type: ignore[assignment]
-    child_publish(db, lake, "all")
+    with by_day_layout():
+        child_publish(db, lake, "all")
 
 
 def child_anchor(db: str, out: str) -> None:
