@@ -343,7 +343,7 @@ def test_the_person_leaves_every_file_of_the_lake_and_readers_read_on(lake: Lake
 
 def _lake_commits(lake: Lake) -> set[str]:
     """The record's metadata files (a new one for each of its commits)."""
-    folder = lake.files / "warehouse" / "convo" / "lake_partitions" / "metadata"
+    folder = lake.files / "warehouse" / "convo_meta" / "lake_partitions" / "metadata"
     return {p.name for p in folder.glob("*.metadata.json")}
 
 

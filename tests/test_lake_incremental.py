@@ -45,9 +45,10 @@ def _publish(db: Path, config: LakeConfig, workspaces: list[str] | None = None, 
 def _snapshots(config: LakeConfig) -> dict[str, int | None]:
     catalog = config.open_catalog()
     out = {}
-    for _, name in catalog.list_tables(config.namespace):
-        snapshot = catalog.load_table((config.namespace, name)).current_snapshot()
-        out[name] = snapshot.snapshot_id if snapshot else None
+    for namespace in (config.namespace, config.records_namespace):
+        for _, name in catalog.list_tables(namespace):
+            snapshot = catalog.load_table((namespace, name)).current_snapshot()
+            out[name] = snapshot.snapshot_id if snapshot else None
     return out
 
 
@@ -78,6 +79,9 @@ def test_an_unchanged_warehouse_commits_nothing(tmp_path: Path) -> None:
     assert all(t.attempts == 1 for t in first.tables if t.rows)
     before, state = _snapshots(config), lake_state(config)
     assert PARTITIONS in before and set(before) >= {t.name for t in LAKE_TABLES}
+    # the record keeps to its own namespace: the data namespace lists the data tables only
+    data_tables = {name for _, name in config.open_catalog().list_tables(config.namespace)}
+    assert data_tables == {t.name for t in LAKE_TABLES}
     again = _publish(warehouse.path, config)
     assert [(t.rows, t.partitions, t.attempts) for t in again.tables] == [(0, 0, 0)] * len(
         again.tables
@@ -215,7 +219,7 @@ def test_full_replaces_every_partition_and_old_snapshots_expire(tmp_path: Path) 
         held = {s.snapshot_id for s in table.metadata.snapshots}
         now = table.current_snapshot()
         assert held <= {pinned[spec.name], now.snapshot_id if now else None}, spec.name
-    assert len(catalog.load_table(("convo", PARTITIONS)).metadata.snapshots) == 1
+    assert len(catalog.load_table(("convo_meta", PARTITIONS)).metadata.snapshots) == 1
     assert_lake_equals(kept, warehouse.path, ["ws_a"])
 
 

@@ -96,8 +96,12 @@ def _referenced(config: LakeConfig) -> set[str]:
     """Every data file a retained snapshot of any table references (plain paths)."""
     catalog = config.open_catalog()
     out: set[str] = set()
-    for _, name in catalog.list_tables(config.namespace):
-        table = catalog.load_table((config.namespace, name))
+    listed = [
+        *catalog.list_tables(config.namespace),
+        *catalog.list_tables(config.records_namespace),
+    ]
+    for identifier in listed:
+        table = catalog.load_table(identifier)
         for snapshot in table.metadata.snapshots:
             for manifest in snapshot.manifests(table.io):
                 for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
@@ -291,4 +295,30 @@ def test_workspace_id_is_required_and_keys_are_identifier_fields(
         assert conversations.find_field("id").required
         messages = catalog.load_table(("convo", "messages")).schema()
         assert not messages.identifier_field_ids  # no key in the warehouse
+    assert_lake_equals(config, db, WORKSPACES)
+
+
+def test_an_earlier_releases_record_moves_to_its_own_namespace(year: Path, tmp_path: Path) -> None:
+    """The lake's record (``lake_partitions``) in the data namespace, as an earlier
+    release kept it: readers still find it, and the next publish moves it to the records
+    namespace whole (nothing republished: the fingerprints came along)."""
+    db = tmp_path / "w.duckdb"
+    db.write_bytes(year.read_bytes())
+    config = lake_config(tmp_path / "lake")
+    _publish(db, config)
+    catalog = config.open_catalog()
+    meta = ("convo_meta", "lake_partitions")
+    record = catalog.load_table(meta)
+    rows = record.scan().to_arrow()
+    old = catalog.create_table(("convo", "lake_partitions"), record.schema(),
+                               partition_spec=record.spec())  # fmt: skip
+    old.append(rows)
+    catalog.drop_table(meta)
+    assert_lake_equals(config, db, WORKSPACES)  # readers find the record where it is
+    result = _publish(db, config)
+    assert [t.table for t in result.tables if t.attempts] == []  # the record's fingerprints held
+    names = {name for _, name in catalog.list_tables("convo")}
+    assert "lake_partitions" not in names
+    moved = catalog.load_table(meta).scan().to_arrow()
+    assert moved.num_rows == rows.num_rows
     assert_lake_equals(config, db, WORKSPACES)

@@ -265,7 +265,7 @@ def _the_pins_are_what_another_engine_can_read_at(lake: Lake) -> None:
     from pyiceberg.expressions import And, EqualTo
 
     catalog = lake.config.open_catalog()
-    record = catalog.load_table(("convo", "lake_partitions"))
+    record = catalog.load_table(("convo_meta", "lake_partitions"))
     pins = record.scan(
         row_filter=And(EqualTo(term="scope", literal="table"),
                        EqualTo(term="workspace_id", literal="ws_a")),

@@ -51,7 +51,14 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table as IcebergTable
     from pyiceberg.table import Transaction
 
-__all__ = ["FilesOf", "LakeCommitFailed", "commit_overwrite", "ensure_table", "table_head"]
+__all__ = [
+    "FilesOf",
+    "LakeCommitFailed",
+    "commit_overwrite",
+    "ensure_table",
+    "table_head",
+    "table_identifier",
+]
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +111,7 @@ def commit_overwrite(
     from pyiceberg.exceptions import CommitFailedException, ValidationException
     from sqlalchemy.exc import OperationalError
 
-    identifier = (config.namespace, name)
+    identifier = table_identifier(config, name)
     data = _required(data, ("workspace_id", *key))
     table = ensure_table(catalog, identifier, day_column, data.schema, key)
     workspaces = _workspaces_of(data)
@@ -258,6 +265,14 @@ def _by_month(txn: Transaction, day_column: str | None) -> None:
         with txn.update_spec() as spec:
             spec.remove_field(old)
             spec.add_field(day_column, MonthTransform(), new)
+
+
+def table_identifier(config: LakeConfig, name: str) -> tuple[str, str]:
+    """Where the lake keeps the table ``name``: the records namespace for its bookkeeping
+    (``lake_partitions``, D-LAKE-RECORDS), the data namespace for everything else."""
+    from convo_analytics.lake._records import PARTITIONS_TABLE
+
+    return (config.records_namespace if name == PARTITIONS_TABLE else config.namespace, name)
 
 
 def table_head(catalog: Catalog, config: LakeConfig, name: str) -> tuple[str | None, int | None]:

@@ -58,6 +58,13 @@ class LakeConfig:
     orphan_min_age_minutes: int = 60
 
     @property
+    def records_namespace(self) -> str:
+        """The namespace of the lake's own bookkeeping (``lake_partitions``), apart from the
+        data's, so an engine listing the data namespace finds the data tables only
+        (D-LAKE-RECORDS)."""
+        return f"{self.namespace}_meta"
+
+    @property
     def display_uri(self) -> str:
         """The catalog URL with any password replaced by ***."""
         return redact_url(self.catalog_uri)
@@ -146,6 +153,7 @@ class LakeConfig:
             ) from None
         try:
             catalog.create_namespace_if_not_exists(self.namespace)
+            catalog.create_namespace_if_not_exists(self.records_namespace)
         except SQLAlchemyError as exc:
             if _racing(exc):
                 raise _SetupRace() from exc

@@ -46,10 +46,16 @@ from urllib.parse import quote_plus
 import duckdb
 
 from convo_analytics.errors import UserError
-from convo_analytics.lake._commit import MAX_ATTEMPTS, _backoff
+from convo_analytics.lake._commit import MAX_ATTEMPTS, _backoff, table_identifier
 from convo_analytics.lake._config import LakeConfig
 from convo_analytics.lake._publish import publish_lake
-from convo_analytics.lake._records import PARTITIONS_TABLE, Record, TableRecord, record_rows
+from convo_analytics.lake._records import (
+    PARTITIONS_TABLE,
+    Record,
+    TableRecord,
+    load_records,
+    record_rows,
+)
 from convo_analytics.lake._tables import LAKE_TABLES
 from convo_analytics.lake._visible import WORKSPACES_PROPERTY, Published, plan_reads
 
@@ -231,12 +237,10 @@ def erase_from_lake(
 
 def _recorded(catalog: Catalog, config: LakeConfig, workspace_id: str) -> bool:
     """Whether the lake's record has the workspace (a publish of it began, at least)."""
-    from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.expressions import EqualTo
 
-    try:
-        table = catalog.load_table((config.namespace, PARTITIONS_TABLE))
-    except NoSuchTableError:
+    table = load_records(catalog, config)
+    if table is None:
         return False
     scan = table.scan(row_filter=EqualTo(term="workspace_id", value=workspace_id),
                       selected_fields=("workspace_id",), limit=1)  # fmt: skip
@@ -378,7 +382,7 @@ def _retrying(
     from convo_analytics.lake._commit import LakeCommitFailed
 
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        table = catalog.load_table((config.namespace, name))
+        table = catalog.load_table(table_identifier(config, name))
         try:
             return step(table)
         except (CommitFailedException, ValidationException, OperationalError) as exc:
@@ -542,7 +546,7 @@ def _remove_files(
 def _clean(catalog: Catalog, config: LakeConfig, workspace_id: str, result: LakeErasure) -> None:
     """Steps 2 and 3 of the module for every lake table (the record aside: it holds
     fingerprints and pins, no rows of anyone)."""
-    published = Published.read(catalog, config.namespace, None)
+    published = Published.read(catalog, config, None)
     moves: list[_Move] = []
     lost: set[str] = set()
     names = _held_tables(catalog, config)

@@ -42,7 +42,13 @@ from convo_analytics.lake._commit import (
     table_head,
 )
 from convo_analytics.lake._config import LakeConfig
-from convo_analytics.lake._records import PARTITIONS_TABLE, LakeRecords, Record, record_rows
+from convo_analytics.lake._records import (
+    PARTITIONS_TABLE,
+    LakeRecords,
+    Record,
+    move_records,
+    record_rows,
+)
 from convo_analytics.lake._tables import LAKE_TABLES, LakeTable, lake_key
 from convo_analytics.lake._visible import PUBLISH_PROPERTY, WORKSPACES_PROPERTY
 
@@ -128,7 +134,8 @@ def publish_lake(
             log.info("lake: %s skipped (the warehouse has no such table)", spec.name)
     specs = [spec for spec in tables if spec.name in present]
     names = [spec.name for spec in specs]
-    recorded = LakeRecords.read(catalog, config.namespace, ids, names)
+    move_records(catalog, config)  # an earlier release's record, into its own namespace
+    recorded = LakeRecords.read(catalog, config, ids, names)
     plans: list[TableChanges] = []
     for spec in specs:
         current = fingerprints(con, spec, ids)

@@ -56,13 +56,15 @@ def lake_state(config: LakeConfig, catalog: SqlCatalog | None = None) -> str:
     with catalog.engine.connect() as db:
         rows = db.execute(
             text(
-                "SELECT table_name, metadata_location FROM iceberg_tables "
-                "WHERE catalog_name = :catalog AND table_namespace = :namespace "
-                "ORDER BY table_name"
+                "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables "
+                "WHERE catalog_name = :catalog AND table_namespace IN (:namespace, :records) "
+                "ORDER BY table_namespace, table_name"
             ),
-            {"catalog": CATALOG_NAME, "namespace": config.namespace},
-        ).fetchall()
-    listed = "\n".join(f"{name}={location}" for name, location in rows)
+            {"catalog": CATALOG_NAME, "namespace": config.namespace,
+             "records": config.records_namespace},
+        ).fetchall()  # fmt: skip
+    # (the record's namespace too: its last commit is what makes a publish visible)
+    listed = "\n".join(f"{space}.{name}={location}" for space, name, location in rows)
     return hashlib.sha256(listed.encode()).hexdigest()[:16]
 
 
@@ -98,7 +100,7 @@ def _read(
     held = {identifier[-1] for identifier in catalog.list_tables(config.namespace)}
     wanted = [t for t in LAKE_TABLES if (tables is None or t.name in tables) and t.name in held]
     # the record first: a table committed after it was read is then read at the pins
-    published = Published.read(catalog, config.namespace, workspaces)
+    published = Published.read(catalog, config, workspaces)
     reads: dict[str, TableReads] = {}
     for spec in wanted:
         table = catalog.load_table((config.namespace, spec.name))

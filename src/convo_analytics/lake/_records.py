@@ -25,17 +25,21 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from convo_analytics.lake._changes import Day, Fingerprint, TableChanges
+from convo_analytics.lake._config import LakeConfig
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
     from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.table import Table as IcebergTable
 
 __all__ = [
     "PARTITIONS_TABLE",
     "LakeRecords",
     "Record",
     "TableRecord",
+    "load_records",
+    "move_records",
     "record_rows",
     "records_filter",
 ]
@@ -99,6 +103,51 @@ def record_rows(rows: Iterable[Record]) -> pa.Table:
     return table.cast(schema.set(at, schema.field(at).with_nullable(False)))
 
 
+def load_records(catalog: Catalog, config: LakeConfig) -> IcebergTable | None:
+    """The lake's record: ``lake_partitions`` in the records namespace, or where a lake of
+    an earlier release keeps it (the data namespace) until its next publish moves it; None
+    when the lake has none yet."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    for namespace in (config.records_namespace, config.namespace):
+        try:
+            return catalog.load_table((namespace, PARTITIONS_TABLE))
+        except NoSuchTableError:
+            continue
+    return None
+
+
+def move_records(catalog: Catalog, config: LakeConfig) -> None:
+    """An earlier release's record (in the data namespace) copied into the records
+    namespace, then dropped from the data namespace (D-LAKE-RECORDS). The worker that
+    creates the new table copies; another finding it made goes on (it may see no record
+    for a moment, and then republishes its workspaces whole: correct, only slower)."""
+    from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+
+    try:
+        catalog.load_table((config.records_namespace, PARTITIONS_TABLE))
+        return
+    except NoSuchTableError:
+        pass
+    try:
+        old = catalog.load_table((config.namespace, PARTITIONS_TABLE))
+    except NoSuchTableError:
+        return
+    rows = old.scan().to_arrow()
+    try:
+        new = catalog.create_table(
+            (config.records_namespace, PARTITIONS_TABLE),
+            old.schema(),
+            partition_spec=old.spec(),
+            properties=old.properties,
+        )
+    except TableAlreadyExistsError:
+        return
+    if rows.num_rows:
+        new.append(rows)
+    catalog.drop_table((config.namespace, PARTITIONS_TABLE))
+
+
 def records_filter(ids: Sequence[str], names: Sequence[str]) -> BooleanExpression:
     """The ``lake_partitions`` rows of the workspaces ``ids`` and the tables ``names``."""
     from pyiceberg.expressions import And, In
@@ -119,18 +168,15 @@ class LakeRecords:
 
     @classmethod
     def read(
-        cls, catalog: Catalog, namespace: str, ids: Sequence[str], names: Sequence[str]
+        cls, catalog: Catalog, config: LakeConfig, ids: Sequence[str], names: Sequence[str]
     ) -> LakeRecords:
         """The records of the workspaces ``ids`` and the tables ``names`` (none when the
         lake has no ``lake_partitions`` yet)."""
-        from pyiceberg.exceptions import NoSuchTableError
-
         records = cls()
         if not ids or not names:
             return records
-        try:
-            table = catalog.load_table((namespace, PARTITIONS_TABLE))
-        except NoSuchTableError:
+        table = load_records(catalog, config)
+        if table is None:
             return records
         scanned = table.scan(row_filter=records_filter(ids, names)).to_arrow().to_pylist()
         for row in scanned:

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from convo_analytics.lake._records import PARTITIONS_TABLE, TableRecord
+from convo_analytics.lake._config import LakeConfig
+from convo_analytics.lake._records import TableRecord, load_records
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -74,15 +75,15 @@ class Published:
     published_at: dict[str, datetime] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, catalog: Catalog, namespace: str, workspaces: Sequence[str] | None) -> Published:
+    def read(
+        cls, catalog: Catalog, config: LakeConfig, workspaces: Sequence[str] | None
+    ) -> Published:
         """The record's table rows and pending partitions (of ``workspaces`` if given)."""
-        from pyiceberg.exceptions import NoSuchTableError
         from pyiceberg.expressions import And, EqualTo, In, IsNull, Or
 
         published = cls()
-        try:
-            table = catalog.load_table((namespace, PARTITIONS_TABLE))
-        except NoSuchTableError:
+        table = load_records(catalog, config)
+        if table is None:
             return published
         row_filter: BooleanExpression = Or(
             EqualTo(term="scope", value="table"), IsNull(term="fingerprint")

@@ -214,14 +214,16 @@ def _remove_texts(
 
 
 def _lake_partitions(con: duckdb.DuckDBPyConnection, ws: str, past: str) -> dict[str, Any]:
-    """The lake partitions (UTC days, as the lake cuts them) whose rows are about to change."""
+    """The lake partitions (UTC months, as the lake cuts them: each named by its first
+    day) whose rows are about to change."""
     days: dict[str, Any] = {}
     for table, column, what in (
         ("messages", "created_at", "text IS NOT NULL"),
         ("knowledge_gaps", "answered_at", "(question IS NOT NULL OR answer IS NOT NULL)"),
     ):
         rows = con.execute(
-            f"SELECT DISTINCT CAST(timezone('UTC', {column}) AS DATE) FROM {table} "
+            "SELECT DISTINCT CAST(date_trunc('month', CAST(timezone('UTC', "
+            f"{column}) AS DATE)) AS DATE) FROM {table} "
             f"WHERE workspace_id = ? AND {what} AND conversation_id IN {past} ORDER BY 1",
             [ws],
         ).fetchall()
