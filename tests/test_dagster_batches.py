@@ -104,17 +104,23 @@ def test_batches_of_three_publish_once_per_batch_and_a_failure_stays_alone(
             held = {r[0] for r in con.execute("SELECT DISTINCT workspace_id FROM conversations")
                     .fetchall()}  # fmt: skip
         assert held == set(five), "north and south of west's batch are published, west is not"
-        # each workspace's own newest transform (not the batch's newest), as alone
+        # the same keys declared (views declare none: the batch hands them over)
+        keyed = {
+            cfg: {name: cfg.open_catalog().load_table((cfg.namespace, name)).schema()
+                  .identifier_field_names() for _, name in
+                  cfg.open_catalog().list_tables(cfg.namespace)}
+            for cfg in (lake, alone)
+        }  # fmt: skip
+        assert keyed[lake] == keyed[alone] and keyed[lake]["conversations"]
+        # each workspace's own newest transform and own slices, row for row as alone (not
+        # the batch's newest transform for all, nor a slice once per shard that has it)
         for table in ("transform_runs", "mart_slices"):
-            with_ws = {
-                cfg: sorted(
-                    (r["workspace_id"], r.get("run_id"), r.get("slice_key"))
-                    for r in cfg.open_catalog().load_table((cfg.namespace, table)).scan()
-                    .to_arrow().to_pylist()
-                )
+            whole = {
+                cfg: sorted(str(sorted(r.items())) for r in cfg.open_catalog().load_table(
+                    (cfg.namespace, table)).scan().to_arrow().to_pylist())
                 for cfg in (lake, alone)
             }  # fmt: skip
-            assert with_ws[lake] == with_ws[alone], table
+            assert whole[lake] == whole[alone], table
 
         (folder / "west.key").write_text(_key("west"))  # fixed: re-executed from its failure
         again = reexecute_module().reexecute(first.run_id, instance)
