@@ -17,9 +17,11 @@ Two ways to run the same steps:
   backfill launches many; the run queue caps them, one per workspace at a time);
 - ``nightly_workspaces``: every runnable workspace in one run, fanned out
   (dynamic outputs) into ``workspace_night`` then ``workspace_publish`` per
-  workspace, so the multiprocess executor works on up to ``max_concurrent``
-  workspaces at once, then ``workspace_rollup``. It records materialisations of
-  the same asset partitions, so both show in one place.
+  batch of ``orchestrator.batch_size`` workspaces (1: per workspace), so the
+  multiprocess executor works on up to ``max_concurrent`` batches at once, then
+  ``workspace_rollup``. A batch is one process start and one lake publish; a
+  workspace that fails in it fails alone (D-SCALE-BATCH). It records
+  materialisations of the same asset partitions, so both show in one place.
 
 Every lake publish (the ``lake_publish`` asset, ``workspace_publish``) is in the
 ``convo_lake`` pool; a step waits ``orchestrator.step_lock_wait_seconds`` for a
