@@ -47,11 +47,13 @@ def write_config(
     catalog: str | None = None,
     rate_limit: str = "none",
     step_storage: Path | None = None,
+    batch_size: int | None = None,
 ) -> Path:
     """A convo.toml in ``folder`` reading workspace NAME of the service at ``url`` with
     ``keys[NAME]`` (stored in ``folder/NAME.key``, which a test may rewrite), its warehouse
     and shards under ``folder/data``; with ``catalog`` (a SQLAlchemy URL), a lake there;
-    with ``step_storage``, the Dagster steps' outputs there (orchestrator.step_storage)."""
+    with ``step_storage``, the Dagster steps' outputs there (orchestrator.step_storage);
+    with ``batch_size``, that many workspaces per step (orchestrator.batch_size)."""
     folder.mkdir(parents=True, exist_ok=True)
     blocks = []
     for name, key in keys.items():
@@ -59,8 +61,13 @@ def write_config(
         blocks.append(f'[[workspaces]]\nname = "{name}"\nbase_url = "{url}"\n'
                       f'auth = {{ type = "api_key", key_file = "{name}.key" }}\n')  # fmt: skip
     lake = f'[lake]\ncatalog_uri = "{catalog}"\nwarehouse = "{folder}/lake"\n\n' if catalog else ""
+    orchestrator = ""
     if step_storage is not None:
-        lake += f'[orchestrator]\nstep_storage = "{step_storage}"\n\n'
+        orchestrator += f'step_storage = "{step_storage}"\n'
+    if batch_size is not None:
+        orchestrator += f"batch_size = {batch_size}\n"
+    if orchestrator:
+        lake += f"[orchestrator]\n{orchestrator}\n"
 
     path = folder / "convo.toml"
     path.write_text(

@@ -17,9 +17,11 @@ Two ways to run the same steps:
   backfill launches many; the run queue caps them, one per workspace at a time);
 - ``nightly_workspaces``: every runnable workspace in one run, fanned out
   (dynamic outputs) into ``workspace_night`` then ``workspace_publish`` per
-  workspace, so the multiprocess executor works on up to ``max_concurrent``
-  workspaces at once, then ``workspace_rollup``. It records materialisations of
-  the same asset partitions, so both show in one place.
+  batch of ``orchestrator.batch_size`` workspaces (1: per workspace), so the
+  multiprocess executor works on up to ``max_concurrent`` batches at once, then
+  ``workspace_rollup``. A batch is one process start and one lake publish; a
+  workspace that fails in it fails alone (D-SCALE-BATCH). It records
+  materialisations of the same asset partitions, so both show in one place.
 
 Every lake publish (the ``lake_publish`` asset, ``workspace_publish``) is in the
 ``convo_lake`` pool; a step waits ``orchestrator.step_lock_wait_seconds`` for a
@@ -35,6 +37,8 @@ folder), as for every ``convo`` command.
 
 import os
 import re
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +48,7 @@ from convo_analytics.config import Settings, load_settings
 from convo_analytics.pipeline import (
     Step,
     load_steps,
+    publish_shards,
     run_shard_step,
     shard_path,
     shard_workspaces,
@@ -326,10 +331,22 @@ def _mapping_key(name: str, used: set[str]) -> str:
     return key
 
 
-@dg.op(out=dg.DynamicOut(str))
+def batches(names: Sequence[str], size: int) -> list[tuple[str, list[str]]]:
+    """The workspaces cut into batches of ``size`` (``orchestrator.batch_size``), in order,
+    each with its mapping key: a batch of one is the workspace's name (as a step per
+    workspace always was: ``workspace_night[north]``), a longer one its first workspace's
+    and how many it holds (``workspace_night[north__3]``: north and the next two)."""
+    used: set[str] = set()
+    cut = [list(names[i : i + size]) for i in range(0, len(names), size)]
+    return [(_mapping_key(b[0] if len(b) == 1 else f"{b[0]}__{len(b)}", used), b) for b in cut]
+
+
+@dg.op(out=dg.DynamicOut(list))
 def runnable_workspaces(context: dg.OpExecutionContext, convo: ConvoSettings) -> Any:
-    """Every runnable workspace (registered as a partition), one output each."""
-    found = shard_workspaces(convo.settings())
+    """Every runnable workspace (registered as a partition), in batches of
+    ``orchestrator.batch_size``, one output each."""
+    settings = convo.settings()
+    found = shard_workspaces(settings)
     if found.awaiting_login:
         context.log.warning(f"not run, no OAuth grant yet (convo auth login --workspace NAME): "
                             f"{', '.join(found.awaiting_login)}")  # fmt: skip
@@ -339,9 +356,9 @@ def runnable_workspaces(context: dg.OpExecutionContext, convo: ConvoSettings) ->
     have = set(context.instance.get_dynamic_partitions(WORKSPACES.name))
     if new := [n for n in found.runnable if n not in have]:
         context.instance.add_dynamic_partitions(WORKSPACES.name, new)
-    used: set[str] = set()
-    for name in found.runnable:
-        yield dg.DynamicOutput(name, mapping_key=_mapping_key(name, used))
+    size = settings.get_int("orchestrator.batch_size")
+    for key, batch in batches(found.runnable, size):
+        yield dg.DynamicOutput(batch, mapping_key=key)
 
 
 #: The parts of a workspace's night in ``workspace_night`` (one step: one process start);
@@ -349,37 +366,146 @@ def runnable_workspaces(context: dg.OpExecutionContext, convo: ConvoSettings) ->
 SHARD_NIGHT = NIGHT[: NIGHT.index("lake_publish")]
 
 
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+
+
+def _night(
+    context: dg.OpExecutionContext, settings: Settings, workspace: str
+) -> list[dg.AssetMaterialization] | Exception:
+    """One workspace's extract, webhook ingest, transform and monitors on its shard: their
+    materialisations, for the caller to log (all four succeeded), or what it raised
+    (logged; nothing of it is materialised)."""
+    done = []
+    try:
+        for step_name in SHARD_NIGHT:
+            counts = _run_step(step_name, settings, workspace, context.run_id)
+            done.append(dg.AssetMaterialization(asset_key=step_name, partition=workspace,
+                                                metadata=counts))  # fmt: skip
+    except Exception as exc:
+        context.log.error(f"workspace {workspace}: its night failed at {SHARD_NIGHT[len(done)]}"
+                          f": {_one_line(exc)}")  # fmt: skip
+        return exc
+    return done
+
+
+def _retry_delays() -> list[float]:
+    """The waits before each try again of a failed workspace in its step: RETRY's (2 s,
+    then 4 s)."""
+    delay = float(RETRY.delay or 0)
+    return [delay * 2**n for n in range(RETRY.max_retries)]
+
+
 @dg.op(retry_policy=RETRY)
-def workspace_night(context: dg.OpExecutionContext, convo: ConvoSettings, workspace: str) -> str:
-    """One workspace's extract, webhook ingest, transform and monitors, on its shard (one
-    step, so one process start per workspace; every part is safe to repeat, so a retry
-    redoes them cheaply: the loads skip what they already hold)."""
+def workspace_night(
+    context: dg.OpExecutionContext,
+    convo: ConvoSettings,
+    workspaces: list,  # type: ignore[type-arg]
+) -> dict:  # type: ignore[type-arg]
+    """The batch's workspaces' extract, webhook ingest, transform and monitors, each on its
+    shard, one after another in one step (one process start for the batch; every part is
+    safe to repeat: a retry redoes them cheaply, the loads skip what they already hold).
+    A workspace whose night fails is logged and tried again alone, after the others, on
+    RETRY's schedule; one that still fails is handed to ``workspace_publish`` as failed
+    (its materialisations never logged), so the rest of the batch is published. When no
+    workspace of the batch got through, the step fails (a batch of one: with what it
+    raised), for RETRY to try them all again."""
     settings = convo.settings()
-    for step_name in SHARD_NIGHT:
-        counts = _run_step(step_name, settings, workspace, context.run_id)
-        context.log_event(dg.AssetMaterialization(asset_key=step_name, partition=workspace,
-                                                  metadata=counts))  # fmt: skip
-    return workspace
+    names = [str(n) for n in workspaces]
+
+    def nights(which: list[str]) -> dict[str, Exception]:
+        failed = {}
+        for name in which:
+            outcome = _night(context, settings, name)
+            if isinstance(outcome, Exception):
+                failed[name] = outcome
+            else:
+                for event in outcome:
+                    context.log_event(event)
+        return failed
+
+    failed = nights(names)
+    if len(failed) == len(names):
+        if len(names) == 1:
+            raise failed[names[0]]
+        each = "; ".join(f"{n}: {_one_line(e)}" for n, e in failed.items())
+        raise dg.Failure(description=f"every workspace of the batch failed its night: {each}")
+    for wait in _retry_delays():
+        if not failed:
+            break
+        time.sleep(wait)
+        failed = nights(list(failed))
+    return {"workspaces": names, "done": [n for n in names if n not in failed],
+            "failed": {n: _one_line(e) for n, e in failed.items()}}  # fmt: skip
 
 
-@dg.op(retry_policy=RETRY, pool=LAKE_POOL)
-def workspace_publish(context: dg.OpExecutionContext, convo: ConvoSettings, workspace: str) -> str:
-    """The workspace's shard published into the lake, then its due reports (which read the
+@dg.op(retry_policy=RETRY, pool=LAKE_POOL, out=dg.Out(list))
+def workspace_publish(
+    context: dg.OpExecutionContext,
+    convo: ConvoSettings,
+    night: dict,  # type: ignore[type-arg]
+) -> Iterator[Any]:
+    """The shards of the batch's workspaces whose night succeeded published into the lake in
+    one publish (one commit per changed table for the batch:
+    ``convo_analytics.pipeline.publish_shards``), then their due reports (which read the
     lake): a step of its own in the ``convo_lake`` pool, so the pool's limit caps the
     nightly job's publishes as it caps the ``lake_publish`` asset's (a report sent is not
-    sent again on a retry)."""
+    sent again on a retry).
+
+    The step then fails naming only the workspaces that did not get through: a night that
+    failed (not retried again here: ``workspace_night`` did), or a publish that failed
+    (a shard unreadable: the others published without it; retried by RETRY). Re-executed
+    from that failure, it first redoes the failed nights, alone; the others' publish is
+    then a no-op (nothing of theirs changed) and their reports are not sent again.
+    (A generator: the materialisations of the workspaces published are yielded before the
+    step fails, where ``context.log_event``'s would be lost with it.)"""
     settings = convo.settings()
-    published = lake_publish_counts(settings, workspace)
-    context.log_event(dg.AssetMaterialization(asset_key="lake_publish", partition=workspace,
-                      metadata={k: str(v) for k, v in published.items()}))  # fmt: skip
-    sent = reports_counts(settings, workspace, context.run_id)
-    context.log_event(dg.AssetMaterialization(asset_key="reports", partition=workspace,
-                      metadata={k: str(v) for k, v in sent.items()}))  # fmt: skip
-    return workspace
+    done = [str(n) for n in night["done"]]
+    failed_nights = {str(n): str(e) for n, e in night["failed"].items()}
+    if failed_nights and context.run.parent_run_id is not None:  # a re-execution
+        for name in list(failed_nights):
+            outcome = _night(context, settings, name)
+            if isinstance(outcome, Exception):
+                failed_nights[name] = _one_line(outcome)
+                continue
+            yield from outcome
+            done.append(name)
+            del failed_nights[name]
+    published = publish_shards(settings, done) if done else None
+    if published is not None:
+        counts = {k: str(v) for k, v in published.counts.items()}
+        counts["batch"] = ", ".join(published.published)
+        for workspace in published.published:
+            yield dg.AssetMaterialization(asset_key="lake_publish", partition=workspace,
+                                          metadata=counts)  # fmt: skip
+        for workspace in published.published:
+            sent = reports_counts(settings, workspace, context.run_id)
+            metadata = {k: str(v) for k, v in sent.items()}
+            yield dg.AssetMaterialization(asset_key="reports", partition=workspace,
+                                          metadata=metadata)  # fmt: skip
+        if len(night["workspaces"]) == 1 and published.failed:
+            raise next(iter(published.failed.values()))  # a batch of one: as it always was
+    if failed_nights:
+        raise dg.Failure(
+            description="workspaces whose night failed (the rest of the batch is published; "
+            "re-execute the run from its failure to redo them alone): "
+            + "; ".join(f"{n}: {e}" for n, e in failed_nights.items()),
+            allow_retries=False,  # workspace_night tried them again already
+        )
+    if published is not None and published.failed:
+        raise dg.Failure(description="workspaces not published (the rest of the batch is): "
+                         + "; ".join(f"{n}: {_one_line(e)}"
+                                     for n, e in published.failed.items()))  # fmt: skip
+    yield dg.Output(done)
 
 
 @dg.op
-def rollup(context: dg.OpExecutionContext, convo: ConvoSettings, workspaces: list[str]) -> None:
+def rollup(
+    context: dg.OpExecutionContext,
+    convo: ConvoSettings,
+    workspaces: list,  # type: ignore[type-arg]
+) -> None:
     """The cross-workspace totals, once every workspace's shard is published."""
     metadata = build_rollup(convo.settings())
     context.log_event(dg.AssetMaterialization(asset_key="workspace_rollup", metadata=metadata))

@@ -693,6 +693,17 @@ class OrchestratorSettings(Section):
     """The Dagster steps of docs/scale-out.md (pipelines/dagster/definitions.py): what a
     step does that a command on the command line does not."""
 
+    batch_size: Int = setting(
+        1,
+        "Workspaces per step of the nightly Dagster job and per lake commit: each step of "
+        "nightly_workspaces runs this many workspaces' nights one after another (one step "
+        "process start for all of them), and their shards are published into the lake in "
+        "one publish (one commit per changed table for the whole batch). A workspace that "
+        "fails is retried alone and fails alone: the rest of its batch is published. 1: "
+        "one workspace per step and per commit.",
+        ge=1,
+        le=1000,
+    )
     step_lock_wait_seconds: Float = setting(
         300.0,
         "Seconds a Dagster step waits for another writer (a `convo` command, a step of an "

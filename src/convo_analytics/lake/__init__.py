@@ -27,7 +27,7 @@ from convo_analytics.lake._publish import (
     resolve_workspaces,
 )
 from convo_analytics.lake._read import copy_notice, lake_state, materialise_lake, read_lake
-from convo_analytics.lake._tables import LAKE_TABLES, LakeTable, lake_table
+from convo_analytics.lake._tables import LAKE_TABLES, LakeTable, lake_key, lake_table
 
 __all__ = [
     "LAKE_TABLES",
@@ -42,6 +42,7 @@ __all__ = [
     "TablePublish",
     "copy_notice",
     "erase_from_lake",
+    "lake_key",
     "lake_present",
     "lake_state",
     "lake_table",

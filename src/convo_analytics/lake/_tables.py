@@ -42,6 +42,10 @@ class LakeTable:
     #: Read back, one row per value of this column (the warehouse table's key, which
     #: workers publishing on their own may each have used): the newest ``updated_at``'s.
     unique_by: str | None = None
+    #: The key, given: for a source that cannot declare one (views over several shards,
+    #: the batched publish of convo_analytics.pipeline._batch_publish). None: read from the
+    #: warehouse table's primary key (:func:`lake_key`).
+    key: tuple[str, ...] | None = None
 
     def query(self, workspaces_sql: str) -> str:
         """SELECT of this table's rows for the workspaces in ``workspaces_sql`` (a relation
@@ -121,7 +125,10 @@ def lake_key(con: duckdb.DuckDBPyConnection, spec: LakeTable) -> tuple[str, ...]
     """The lake table's key, declared as its Iceberg identifier fields: the warehouse
     table's primary key where it has one holding ``workspace_id`` (the lake holds many
     workspaces' rows: a key without the workspace is no key there); empty otherwise
-    (``workspace_id`` is required all the same: D-LAKE-KEYS)."""
+    (``workspace_id`` is required all the same: D-LAKE-KEYS). A key the spec gives
+    (``LakeTable.key``) wins: a view has no constraints to read it from."""
+    if spec.key is not None:
+        return spec.key
     if spec.select != "rows" or spec.unique_by is not None:
         return ()
     rows = con.execute(

@@ -1,8 +1,10 @@
 """The nightly run (steps in order, recorded in pipeline_runs, alerting on failure) and the
 writers' locks every writing command takes (the warehouse's, ``<warehouse>.lock``, and a
 snapshot publish's published folder's); a workspace's share of the run on its own shard;
-the retention step's removals and their manifest."""
+the retention step's removals and their manifest; a batch of shards published into the
+lake in one publish."""
 
+from convo_analytics.pipeline._batch_publish import ShardsPublish, publish_shards
 from convo_analytics.pipeline._lock import (
     LOCKED_EXIT,
     LockUnavailable,
@@ -42,6 +44,7 @@ __all__ = [
     "RunContext",
     "RunResult",
     "ShardWorkspaces",
+    "ShardsPublish",
     "Step",
     "StepFailed",
     "WarehouseLocked",
@@ -52,6 +55,7 @@ __all__ = [
     "load_steps",
     "lock_beside",
     "publish_lock",
+    "publish_shards",
     "retention_config",
     "run_pipeline",
     "run_retention",
