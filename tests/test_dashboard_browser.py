@@ -425,6 +425,17 @@ def _grid_rows(grid: Any) -> list[list[str]]:
             for row in grid.locator("tbody tr").all()]  # fmt: skip
 
 
+def _drawn_rows(grid: Any, seconds: float = 30.0) -> list[list[str]]:
+    """The grid's rows once it has drawn some (a cell's result reaches the page after the
+    page itself under load); empty if none came within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        rows = _grid_rows(grid)
+        if rows or time.monotonic() >= deadline:
+            return rows
+        time.sleep(0.25)
+
+
 def test_a_notebook_url_restores_its_parameter_and_the_cell_shows_its_rows(
     served: str, browser: Any
 ) -> None:
@@ -456,7 +467,7 @@ def test_a_notebook_url_restores_its_parameter_and_the_cell_shows_its_rows(
         assert page.locator("[data-testid='stAlertContentError']").count() == 0
         assert page.locator("input[aria-label='$reason']").input_value() == reason
         by_reason, by_channel = page.locator("[data-testid='stDataFrame']").all()[:2]
-        assert _grid_rows(by_reason) == [[reason, f"{escalations:,}", f"{conversations:,}"]]
-        rows = _grid_rows(by_channel)
+        assert _drawn_rows(by_reason) == [[reason, f"{escalations:,}", f"{conversations:,}"]]
+        rows = _drawn_rows(by_channel)
         assert rows and {row[0] for row in rows} == {reason}, rows
         assert f"p.reason={reason}" in page.url
