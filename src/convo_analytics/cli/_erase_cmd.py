@@ -18,6 +18,20 @@ from convo_analytics.errors import UserError
 __all__ = ["erase"]
 
 
+#: The flags naming a person, shared by `convo erase` and `convo export person`.
+PersonWorkspaceOption = Annotated[
+    str,
+    typer.Option("--workspace", "-w", metavar="NAME", help="The person's workspace (name or id)."),
+]
+ExternalUserIdOption = Annotated[
+    str | None,
+    typer.Option("--external-user-id", metavar="ID", help="The person's externalUserId."),
+]
+EmailOption = Annotated[
+    str | None, typer.Option("--email", metavar="ADDRESS", help="The person's email address.")
+]
+
+
 def person_flags(external_user_id: str | None, email: str | None) -> tuple[str, str]:
     """(kind, value) from the two flags, exactly one of which names the person."""
     if (external_user_id is None) == (email is None):
@@ -32,19 +46,9 @@ def person_flags(external_user_id: str | None, email: str | None) -> tuple[str, 
 
 def erase(
     ctx: typer.Context,
-    workspace: Annotated[
-        str,
-        typer.Option(
-            "--workspace", "-w", metavar="NAME", help="The person's workspace (name or id)."
-        ),
-    ],
-    external_user_id: Annotated[
-        str | None,
-        typer.Option("--external-user-id", metavar="ID", help="The person's externalUserId."),
-    ] = None,
-    email: Annotated[
-        str | None, typer.Option("--email", metavar="ADDRESS", help="The person's email address.")
-    ] = None,
+    workspace: PersonWorkspaceOption,
+    external_user_id: ExternalUserIdOption = None,
+    email: EmailOption = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only say what would go; change nothing.")
     ] = False,

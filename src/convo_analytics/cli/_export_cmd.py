@@ -38,7 +38,12 @@ from rich.console import Console
 from convo_analytics.audit import auditor
 from convo_analytics.cli._app import settings_from_context
 from convo_analytics.cli._audit_cmd import command_line
-from convo_analytics.cli._erase_cmd import person_flags
+from convo_analytics.cli._erase_cmd import (
+    EmailOption,
+    ExternalUserIdOption,
+    PersonWorkspaceOption,
+    person_flags,
+)
 from convo_analytics.cli._options import PLAIN_HELP, DbOption, default_of
 from convo_analytics.cli._transform_cmd import (
     FromOption,
@@ -516,19 +521,9 @@ def export_knowledge_gaps_cmd(
 @export_app.command("person")
 def export_person_cmd(
     ctx: typer.Context,
-    workspace: Annotated[
-        str,
-        typer.Option(
-            "--workspace", "-w", metavar="NAME", help="The person's workspace (name or id)."
-        ),
-    ],
-    external_user_id: Annotated[
-        str | None,
-        typer.Option("--external-user-id", metavar="ID", help="The person's externalUserId."),
-    ] = None,
-    email: Annotated[
-        str | None, typer.Option("--email", metavar="ADDRESS", help="The person's email address.")
-    ] = None,
+    workspace: PersonWorkspaceOption,
+    external_user_id: ExternalUserIdOption = None,
+    email: EmailOption = None,
     db: DbOption = None,
     out: Annotated[
         Path | None,

@@ -12,19 +12,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from convo_analytics.audit import Auditor, auditor
+from convo_analytics.audit import Auditor
 from convo_analytics.config import Settings
 from convo_analytics.erasure._files import FileChange, erase_files
 from convo_analytics.erasure._mentions import erase_deliveries
 from convo_analytics.erasure._needles import DROP, Needles
 
-__all__ = ["audit_of", "copied_out", "merge_copied"]
+__all__ = ["copied_out", "merge_copied"]
 
 _NAMED = "[a file named after the person]"
-
-
-def audit_of(settings: Settings) -> Auditor | None:
-    return auditor(settings)
 
 
 def _entry(change: FileChange, needles: Needles) -> dict[str, Any]:

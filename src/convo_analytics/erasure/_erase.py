@@ -43,7 +43,7 @@ import orjson
 
 from convo_analytics.audit import auditor, file_sha256
 from convo_analytics.config import Settings
-from convo_analytics.erasure._copied import audit_of, copied_out, merge_copied
+from convo_analytics.erasure._copied import copied_out, merge_copied
 from convo_analytics.erasure._lake import dry_lake, erase_lake, lake_of, lake_rows, lake_store
 from convo_analytics.erasure._mentions import erase_explanations
 from convo_analytics.erasure._needles import Needles
@@ -255,7 +255,7 @@ def _erase_in(
             prior = before.get("stores", {}).get("warehouse", {}).get("tables", {})
             # the files copied out of the warehouse first, while their ids and texts are
             # known; recorded, so that a re-run after a kill still certifies them
-            copied = copied_out(settings, ws_name, needles, audit_of(settings), erasure_id)
+            copied = copied_out(settings, ws_name, needles, auditor(settings), erasure_id)
             outside = merge_copied(before.get("stores", {}), copied)
             certificate["stores"] = dict(outside)
             certificate["status"] = "files"
