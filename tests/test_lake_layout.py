@@ -109,6 +109,22 @@ def _referenced(config: LakeConfig) -> set[str]:
     return out
 
 
+def _stray_metadata(config: LakeConfig) -> dict[str, list[str]]:
+    """Per table, metadata files in its folder that neither its current metadata nor its
+    metadata log names (files a publish left behind)."""
+    catalog = config.open_catalog()
+    stray = {}
+    for identifier in catalog.list_tables(config.namespace):
+        table = catalog.load_table(identifier)
+        named = {table.metadata_location, *(e.metadata_file for e in table.metadata.metadata_log)}
+        named = {n.removeprefix("file://") for n in named}
+        folder = Path(table.metadata_location.removeprefix("file://")).parent
+        extra = sorted(str(p) for p in folder.glob("*.metadata.json") if str(p) not in named)
+        if extra:
+            stray[identifier[1]] = extra
+    return stray
+
+
 def test_a_year_is_a_file_per_month_and_a_publish_one_snapshot_per_changed_table(
     year: Path, tmp_path: Path
 ) -> None:
@@ -149,6 +165,8 @@ def test_a_year_is_a_file_per_month_and_a_publish_one_snapshot_per_changed_table
     conversations = catalog.load_table(("convo", "conversations"))
     assert conversations.current_snapshot().summary.operation.value == "overwrite"
     assert_lake_equals(config, db, WORKSPACES)
+    # a publish of tables the lake has leaves no metadata file outside the tables' logs
+    assert _stray_metadata(config) == {}
     # DuckDB over the listed Parquet files, and a reader with the folder alone
     from pyiceberg.table import StaticTable
 

@@ -322,10 +322,17 @@ def ensure_table(
     when the lake does not have it yet (two workers creating it at once: the loser loads
     the winner's)."""
     from pyiceberg.catalog import Catalog as _Catalog
+    from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema, assign_fresh_schema_ids
     from pyiceberg.transforms import IdentityTransform, MonthTransform
 
+    # loaded first: pyiceberg's create_table_if_not_exists writes a new metadata file before
+    # it finds the table exists, one stray file per table and publish
+    try:
+        return catalog.load_table(identifier)
+    except NoSuchTableError:
+        pass
     iceberg_schema = assign_fresh_schema_ids(_Catalog._convert_schema_if_needed(schema))
     if key:
         ids = [iceberg_schema.find_field(c).field_id for c in key]
@@ -348,9 +355,12 @@ def ensure_table(
                 name=f"{day_column}{MONTH_SUFFIX}",
             )
         )
-    return catalog.create_table_if_not_exists(
-        identifier,
-        schema=iceberg_schema,
-        partition_spec=PartitionSpec(*fields),
-        properties=TABLE_PROPERTIES,
-    )
+    try:
+        return catalog.create_table(
+            identifier,
+            schema=iceberg_schema,
+            partition_spec=PartitionSpec(*fields),
+            properties=TABLE_PROPERTIES,
+        )
+    except TableAlreadyExistsError:  # another worker made it in between
+        return catalog.load_table(identifier)

@@ -92,7 +92,12 @@ class _Writer:
     def __init__(self, metadata: TableMetadata, io: FileIO, task_schema: Any, data: pa.Table):
         import pyarrow as pa
         from pyiceberg.io.fileformat import FileFormatFactory
-        from pyiceberg.io.pyarrow import _to_requested_schema
+        from pyiceberg.io.pyarrow import (
+            _get_parquet_writer_kwargs,
+            _to_requested_schema,
+            compute_statistics_plan,
+            parquet_path_to_id_mapping,
+        )
         from pyiceberg.manifest import FileFormat
         from pyiceberg.schema import sanitize_column_names
         from pyiceberg.table import DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE, TableProperties
@@ -129,6 +134,17 @@ class _Writer:
         # rows per file from the mean row size, measured once (pyiceberg measures each slice)
         self.per_file = max(1, int((target or 0) / max(data.nbytes / max(data.num_rows, 1), 1)))
         self.task_schema = task_schema
+        # what pyiceberg's Parquet writer recomputes for every file it closes (a visit of
+        # the schema for the statistics plan and another for the column paths: half a
+        # millisecond a file), once per commit
+        self.parquet_options = _get_parquet_writer_kwargs(metadata.properties)
+        self.row_group_rows = property_as_int(
+            metadata.properties,
+            TableProperties.PARQUET_ROW_GROUP_LIMIT,
+            TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT,
+        )
+        self.statistics_plan = compute_statistics_plan(self.file_schema, metadata.properties)
+        self.column_ids = parquet_path_to_id_mapping(self.file_schema)
 
     def key(self, values: list[Any]) -> Any:
         from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
@@ -142,6 +158,8 @@ class _Writer:
         )  # fmt: skip
 
     def write(self, write_uuid: uuid.UUID, task_id: int, key: Any, first: int, rows: int) -> Any:
+        import pyarrow.parquet as pq
+        from pyiceberg.io.pyarrow import data_file_statistics_from_parquet_metadata
         from pyiceberg.manifest import DataFile, DataFileContent
         from pyiceberg.table import WriteTask
 
@@ -152,10 +170,19 @@ class _Writer:
             partition_key=key,
         )
         out = self.io.new_output(path)
-        writer = self.model.create_writer(out, self.file_schema, self.metadata.properties)
-        with writer:
-            writer.write(self.rows.slice(first, rows))
-        statistics = writer.result()
+        rows_of_file = self.rows.slice(first, rows)
+        with out.create(overwrite=True) as stream:
+            # pyiceberg's ParquetFormatWriter, with its per-commit work done once (__init__)
+            writer = pq.ParquetWriter(stream, schema=rows_of_file.schema,
+                                      store_decimal_as_integer=True,
+                                      **self.parquet_options)  # fmt: skip
+            with writer:
+                writer.write(rows_of_file, row_group_size=self.row_group_rows)
+        statistics = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=writer.writer.metadata,
+            stats_columns=self.statistics_plan,
+            parquet_column_mapping=self.column_ids,
+        )
         return DataFile.from_args(
             content=DataFileContent.DATA,
             file_path=path,
