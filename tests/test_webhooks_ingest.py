@@ -487,3 +487,32 @@ def test_a_chunks_columns_come_from_the_c_librarys_allocator(tmp_path: Path) -> 
     assert body > 400_000
     assert system.bytes_allocated() - before[0] >= body
     assert default.bytes_allocated() - before[1] < body // 10
+
+
+def test_duplicates_across_overlapped_chunks_are_counted_as_in_one_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks of 16 lines stored on the loader thread while the next ones are read: a
+    retry 20 lines after its first delivery (always in a later chunk, often one still
+    waiting to be stored) is a duplicate, and the tables are those of one chunk."""
+    from convo_analytics.webhooks import _lines as reader
+
+    lines = []
+    for i in range(80):
+        lines.append(delivery(event(i)))
+        if i >= 20:
+            lines.append(delivery(event(i - 20), attempt=2))
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(lines))
+    whole = run(tmp_path / "one", [path])
+    monkeypatch.setattr(reader, "BLOCK", 2048)  # a few lines a block, so chunks of 16 lines
+    chunked = run(tmp_path / "many", [path], chunk_lines=16)
+    assert (chunked["read"], chunked["loaded"], chunked["duplicates"]) == (140, 80, 60)
+    assert {**chunked, "runId": "", "durationSeconds": 0} == {
+        **whole,
+        "runId": "",
+        "durationSeconds": 0,
+    }
+    assert table_digest(tmp_path / "one" / "w.duckdb") == table_digest(
+        tmp_path / "many" / "w.duckdb"
+    )
