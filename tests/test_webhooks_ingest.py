@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -403,3 +404,115 @@ def test_a_gzip_cut_to_its_first_byte_is_a_damaged_gzip(tmp_path: Path) -> None:
     plain.write_bytes(b'{"a": 1}\n')
     read = [(block.lines() if block else None, end) for block, end in _lines.read_blocks(plain)]
     assert read == [([b'{"a": 1}'], None), (None, None)]
+
+
+def _claims() -> list[dict[str, Any]]:
+    """Events naming their workspace in every way the claim rules tell apart."""
+    base = event(1)
+    out: list[dict[str, Any]] = []
+    for named in ("ws_a", "ws_b", "", "x" * 300, "ws\x00a", 7, None):
+        e = dict(base, data=dict(base["data"]))
+        if named is None:
+            e.pop("workspaceId", None)
+        else:
+            e["workspaceId"] = named
+        out.append(e)
+        out.append({**e, "tenantId": "ws_a"})
+        out.append({**e, "data": {**e["data"], "tenantId": "ws_b"}})
+    return out
+
+
+@pytest.mark.parametrize("endpoint", ["flat", "known", "unknown"])
+def test_the_common_claim_is_decided_as_admit_decides_it(endpoint: str) -> None:
+    """WorkspaceScope.common (the ingest's one-call shortcut) answers only where admit
+    would admit the event's own workspaceId, and then with the same id."""
+    from convo_analytics.webhooks._workspace import EndpointWorkspace, WorkspaceScope
+
+    def scope() -> WorkspaceScope:
+        if endpoint == "flat":
+            return WorkspaceScope(EndpointWorkspace(None))
+        configured = "ws_a" if endpoint == "known" else None
+        return WorkspaceScope(EndpointWorkspace("a", configured, {"b": "ws_b"}))
+
+    answered = 0
+    for e in _claims():
+        fast, full = scope().common(e), scope().admit(e)
+        if fast is not None:
+            answered += 1
+            assert (fast, None) == full, e
+    assert answered == (1 if endpoint == "known" else 2 if endpoint == "flat" else 0)
+
+
+def test_a_run_hands_the_gil_over_often_and_restores_the_interval(tmp_path: Path) -> None:
+    """While a run reads, the loader thread waits at most SWITCH_INTERVAL for the GIL
+    between its statements; the interval is Python's again afterwards, also after a
+    failure."""
+    import sys
+
+    from convo_analytics.webhooks import IngestOptions, _run
+
+    before = sys.getswitchinterval()
+    seen: list[float] = []
+
+    def work(con: Any, began: Any, loader: Any) -> None:
+        seen.append(sys.getswitchinterval())
+        raise RuntimeError("stopped")
+
+    result = _run.IngestResult(_run.new_run_id())
+    with pytest.raises(RuntimeError, match="stopped"):
+        _run.recorded_run(tmp_path / "w.duckdb", result, 1, IngestOptions(), "HINT", work)
+    assert seen and seen[0] <= _run.SWITCH_INTERVAL < before
+    assert sys.getswitchinterval() == before
+
+
+def test_a_chunks_columns_come_from_the_c_librarys_allocator(tmp_path: Path) -> None:
+    """The staged Arrow columns are allocated by the system pool (freed on the loader
+    thread, mimalloc's would keep them: D-INGEST-MEMORY), not pyarrow's default."""
+    import pyarrow as pa
+
+    from convo_analytics.webhooks._files import plan_files
+    from convo_analytics.webhooks._ingest import Ingester
+
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(delivery(event(i)) for i in range(2_000)))
+    system, default = pa.system_memory_pool(), pa.default_memory_pool()
+    if system.backend_name == default.backend_name:  # pragma: no cover - platform default
+        default = pa.mimalloc_memory_pool()
+    before = (system.bytes_allocated(), default.bytes_allocated())
+    ingester = Ingester([SECRET], datetime.now(UTC))
+    (plan,) = plan_files([path], {}, full=True)
+    chunks = list(ingester.read_file(plan, "run"))
+    staged = [chunk.tables(1)[0] for chunk in chunks]
+    body = sum(t.column("body").nbytes for t in staged)
+    assert body > 400_000
+    assert system.bytes_allocated() - before[0] >= body
+    assert default.bytes_allocated() - before[1] < body // 10
+
+
+def test_duplicates_across_overlapped_chunks_are_counted_as_in_one_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks of 16 lines stored on the loader thread while the next ones are read: a
+    retry 20 lines after its first delivery (always in a later chunk, often one still
+    waiting to be stored) is a duplicate, and the tables are those of one chunk."""
+    from convo_analytics.webhooks import _lines as reader
+
+    lines = []
+    for i in range(80):
+        lines.append(delivery(event(i)))
+        if i >= 20:
+            lines.append(delivery(event(i - 20), attempt=2))
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(lines))
+    whole = run(tmp_path / "one", [path])
+    monkeypatch.setattr(reader, "BLOCK", 2048)  # a few lines a block, so chunks of 16 lines
+    chunked = run(tmp_path / "many", [path], chunk_lines=16)
+    assert (chunked["read"], chunked["loaded"], chunked["duplicates"]) == (140, 80, 60)
+    assert {**chunked, "runId": "", "durationSeconds": 0} == {
+        **whole,
+        "runId": "",
+        "durationSeconds": 0,
+    }
+    assert table_digest(tmp_path / "one" / "w.duckdb") == table_digest(
+        tmp_path / "many" / "w.duckdb"
+    )

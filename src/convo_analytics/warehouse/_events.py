@@ -302,7 +302,11 @@ def _columns(table: Table, picked: dict[str, str]) -> str:
 
 
 def _simple(
-    table: Table, event_type: str, key_field: str, computed: dict[str, str] | None = None
+    table: Table,
+    event_type: str,
+    key_field: str,
+    computed: dict[str, str] | None = None,
+    fields: tuple[str, ...] = (),
 ) -> str:
     """Fill a per-kind table from this chunk's events of one type, first arrival winning.
 
@@ -312,7 +316,7 @@ def _simple(
     """
     workspace, key = table.key
     keys = f"{workspace}, {key}"
-    parse, picked = _data_fields(table, {key_field: "VARCHAR"})
+    parse, picked = _data_fields(table, dict.fromkeys((key_field, *fields), "VARCHAR"))
     picked.update(
         {key: f"COALESCE(_d.{_ident(key_field)}, event_id)", "event_id": "event_id"},
         **(computed or {}),
@@ -326,17 +330,22 @@ def _simple(
     )
 
 
+#: The data fields lead_qualifications reconciles (set A and set B names).
+_LEAD_FIELDS = ("leadScore", "qualificationScore", "email", "conversationUrl", "transcriptUrl")
+
+
 def fan_out(con: duckdb.DuckDBPyConnection) -> None:
     """Fill the per-kind tables from the new events of ``ev_chunk`` (not in ``ev_chunk_dups``)."""
     con.execute(_simple(MESSAGE_TRACES, "message.responded", "messageId"))
     con.execute(_simple(GUARDRAIL_EVENTS, "guardrail.triggered", "guardrailEventId"))
     con.execute(_simple(FEEDBACK, "conversation.feedback", "feedbackId"))
+    # the reconciled fields come from the one parse of data (_d), not a parse each (->>)
     con.execute(_simple(LEAD_QUALIFICATIONS, "lead.qualified", "leadId", {
-        "score": "COALESCE(TRY_CAST(data->>'$.leadScore' AS DOUBLE), "
-                 "TRY_CAST(data->>'$.qualificationScore' AS DOUBLE))",
-        "email": "COALESCE(data->>'$.email', data->>'$.contactFields.email')",
-        "conversation_url": "COALESCE(data->>'$.conversationUrl', data->>'$.transcriptUrl')",
-    }))  # fmt: skip
+        "score": "COALESCE(TRY_CAST(_d.leadScore AS DOUBLE), "
+                 "TRY_CAST(_d.qualificationScore AS DOUBLE))",
+        "email": "COALESCE(_d.email, _d.contactFields->>'$.email')",
+        "conversation_url": "COALESCE(_d.conversationUrl, _d.transcriptUrl)",
+    }, _LEAD_FIELDS))  # fmt: skip
     _escalations(con)
     _lifecycle(con)
 

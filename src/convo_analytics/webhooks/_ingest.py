@@ -137,7 +137,10 @@ class _Chunk:
             return
         schema = _staged_schema()
         self.batches.append(
-            pa.record_batch([pa.array(staged[c.name], c.type) for c in schema], schema=schema)
+            pa.record_batch(
+                [pa.array(staged[c.name], c.type, memory_pool=_pool()) for c in schema],
+                schema=schema,
+            )
         )
         for values in staged.values():
             values.clear()
@@ -151,7 +154,7 @@ class _Chunk:
         n = rows.num_rows
         extra = {
             "ord": pa.array(np.arange(first_ord, first_ord + n, dtype=np.int64)),
-            "source_file": pa.repeat(pa.scalar(self.source, pa.string()), n),
+            "source_file": pa.repeat(pa.scalar(self.source, pa.string()), n, memory_pool=_pool()),
         }
         staged = pa.Table.from_arrays(
             [extra[c.name] if c.name in extra else rows.column(c.name) for c in STAGE_SCHEMA],
@@ -171,6 +174,18 @@ _QUARANTINE_COLUMNS = (
     "source_file", "source_line", "reason", "detail", "excerpt", "line_offset", "line",
     "workspace",
 )  # fmt: skip
+
+
+@functools.cache
+def _pool() -> pa.MemoryPool:
+    """The allocator of a chunk's Arrow columns: the C library's (D-INGEST-MEMORY).
+
+    A chunk is built on the reading thread and freed on the loader thread; pyarrow's
+    default (mimalloc) kept such memory in the reading thread's heap, so a run's peak held
+    about 170 MiB more (927 to 948 MiB against 755 to 771, on 737,280 lines), and building
+    the columns cost more CPU.
+    """
+    return pa.system_memory_pool()
 
 
 @functools.cache
@@ -395,6 +410,7 @@ class Ingester:
         add_delivery, add_attempt = staged["delivery_id"].append, staged["attempt"].append
         add_received = staged["received_at"].append
         add_workspace, admit = staged["workspace_id"].append, self.admit
+        common = self.scope.common
         inner, outer = self.pads
         inner_copy, outer_copy, sha256, same = inner.copy, outer.copy, hashlib.sha256, _same
         loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
@@ -426,7 +442,9 @@ class Ingester:
                         source = first_name
                     elif names.intersection(headers):
                         source = next(n for n in SIGNATURE_HEADERS if n in headers)
-                    received = text_of(record.get("receivedAt"))
+                    received = record.get("receivedAt")
+                    if received is not None and type(received) is not str:
+                        received = text_of(received)
                     try:
                         event = loads(body_text)
                     except orjson.JSONDecodeError:
@@ -473,7 +491,12 @@ class Ingester:
                 out = outer_copy()
                 out.update(mac.digest())
                 if same(out.hexdigest().encode(), body[-_DIGEST:-2]):
-                    workspace, refused = admit(chunk, event)
+                    # the common claim decided in one call, any other through admit
+                    workspace = common(event)
+                    if workspace is None:
+                        workspace, refused = admit(chunk, event)
+                    else:
+                        refused = None
                     if refused is not None:
                         text, newline = block.line(i)
                         why, detail = refused
@@ -485,13 +508,16 @@ class Ingester:
                     add_line(first + i)
                     add_offset(base + start)
                     add_body(body)
-                    add_key(text_of(headers.get("idempotency-key")) or None)
+                    key = headers.get("idempotency-key")
+                    add_key((key if type(key) is str else text_of(key)) or None)
                     add_hash(sha256(dumps(event, option=sort)).hexdigest())
                     add_reading("stripped")
                     add_source(source)
                     add_secret(0)
-                    add_delivery(text_of(headers.get("x-convo-delivery")))
-                    add_attempt(text_of(headers.get("x-convo-attempt")))
+                    key = headers.get("x-convo-delivery")
+                    add_delivery(key if key is None or type(key) is str else text_of(key))
+                    key = headers.get("x-convo-attempt")
+                    add_attempt(key if key is None or type(key) is str else text_of(key))
                     add_received(received)
                     add_workspace(workspace)
                     continue
