@@ -114,10 +114,18 @@ def child_publish(db: str, lake: str, workspaces: str) -> None:
 
     con = duckdb.connect(db, read_only=True)
     wanted = None if workspaces == "all" else workspaces.split(",")
+    # the libraries the publish imports on first use, timed apart: once per process (the
+    # anchor's DuckDB is imported before its clock starts too)
+    started = time.perf_counter()
+    import pyiceberg.catalog.sql
+    import pyiceberg.io.pyarrow
+    import pyiceberg.table  # noqa: F401
+
+    imports = time.perf_counter() - started
     started = time.perf_counter()
     result = publish_lake(con, _lake(Path(lake)), wanted)
     emit({"published": result.to_json(), "wall": time.perf_counter() - started,
-          "finished": time.time()})  # fmt: skip
+          "imports": imports, "finished": time.time()})  # fmt: skip
 
 
 def child_publish_days(db: str, lake: str) -> None:
@@ -231,6 +239,8 @@ def bench_lake(ctx: BenchContext, report: Report) -> None:
     shutil.rmtree(by_day, ignore_errors=True)
     report.add("publish, 1 process, all workspaces", round(rows / seconds), "rows/s")
     report.add("... its time", round(seconds, 1), "s")
+    report.add("... the publish's imports, once per process (not in its time)",
+               round(one["imports"], 2), "s")  # fmt: skip
     by_table = {t["table"]: t for t in one["published"]["tables"]}
     report.add("... messages alone", round(by_table["messages"]["rows"]
                / max(by_table["messages"]["seconds"], 1e-9)), "rows/s")  # fmt: skip
