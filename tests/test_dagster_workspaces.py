@@ -1,12 +1,16 @@
-"""Workspaces as partitions on Dagster (issue 19): six sandbox workspaces (real HTTP) run by
-the ``nightly_workspaces`` job with the multiprocess executor, three at once, on a
-PostgreSQL-backed instance into a PostgreSQL-catalogued Iceberg lake. Every workspace's
-marts in the lake equal those of a single ``convo run`` of that workspace alone; the
-rollup is the sum over those six runs; a failing workspace fails alone and the documented
-re-execution from failure (pipelines/dagster/reexecute.py) completes it; every lake
-publish runs in the ``convo_lake`` pool (at 1: one at a time); the steps hand each other
-their outputs through orchestrator.step_storage, never DAGSTER_HOME/storage; the
-partitioned assets run one workspace alone."""
+"""Workspaces as partitions on Dagster (issues 19 and 31): six sandbox workspaces (real HTTP)
+run by the ``nightly_workspaces`` job in batches of three (orchestrator.batch_size,
+D-SCALE-BATCH) with the multiprocess executor, on a PostgreSQL-backed instance into a
+PostgreSQL-catalogued Iceberg lake. Every workspace's marts in the lake equal those of a
+single ``convo run`` of that workspace alone, and every lake table equals a publish of
+each workspace's shard alone; the rollup is the sum over those six runs. One workspace
+failing inside a batch (a revoked key) fails alone: the two others of its batch are
+published, the step's failure names only it, and the documented re-execution from failure
+(pipelines/dagster/reexecute.py) redoes its night alone. One commit per lake table per
+batch; every lake publish runs in the ``convo_lake`` pool (at 1: one at a time); the steps
+hand each other their outputs through orchestrator.step_storage, never
+DAGSTER_HOME/storage; the partitioned assets run one workspace alone; a shard that cannot
+be read is left out of its batch's publish."""
 
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from dagster_support import (
     step_keys,
     write_config,
 )
+from lake_support import assert_lake_equals, lake_config, lake_rows
 
 #: West first: its failing night and the RetryPolicy's waits between its tries (2 s, 4 s)
 #: then overlap the other workspaces' nights instead of trailing them.
@@ -123,13 +128,14 @@ def instance(postgres: Any, tmp_path: Path) -> Iterator[Any]:
         yield found
 
 
-def test_six_workspaces_three_at_once_on_postgres(
+def test_six_workspaces_in_batches_of_three_on_postgres(
     start_sandbox: Any, instance: Any, postgres: Any, tmp_path: Path
 ) -> None:
     import dagster as dg
 
     from convo_analytics.config import load_settings
     from convo_analytics.lake import LakeConfig, read_lake
+    from convo_analytics.pipeline import publish_shards
 
     running: RunningSandbox = start_sandbox(
         conversations=20, days=4, workspaces=[(n, _key(n)) for n in NAMES]
@@ -137,8 +143,10 @@ def test_six_workspaces_three_at_once_on_postgres(
     lake_db = postgres.create_database(f"lake_{tmp_path.name[-20:].replace('-', '_')}")
     keys = {n: _key(n) for n in NAMES} | {"west": "sk_test_revoked_000000"}  # west fails
     storage = tmp_path / "step_storage"  # the steps' outputs: not under DAGSTER_HOME
-    config = write_config(tmp_path / "dagster", running.url, keys,
+    config = write_config(tmp_path / "dagster", running.url, keys, batch_size=3,
                           catalog=postgres.url(database=lake_db), step_storage=storage)  # fmt: skip
+    lake = LakeConfig.from_settings(load_settings(config, {}))
+    ids = {n: running.sandbox.workspaces[f"ws_{n}"].id for n in NAMES}
     job = reconstructable_job("nightly_workspaces")
     nodes = definitions().nightly_workspaces.nodes_in_topological_order
     assert {n.name: n.definition.pool for n in nodes}["workspace_publish"] == "convo_lake"
@@ -148,35 +156,46 @@ def test_six_workspaces_three_at_once_on_postgres(
         first = dg.execute_job(job, instance, run_config=run_config(config))
         references = single_runs()
     assert not first.success
-    assert step_keys(first, "STEP_FAILURE") == {"workspace_night[west]"}, "west fails alone"
+    # west fails alone inside its batch (west, north, south): the batch's publish step fails
+    # naming only it, and north and south are published
+    failures = _failures(first)
+    assert set(failures) == {"workspace_publish[west__3]"}, failures
+    failure = failures["workspace_publish[west__3]"]
+    assert "west: " in failure and "north" not in failure and "south" not in failure
+    ran = step_keys(first, "STEP_SUCCESS")
+    assert {k for k in ran if k.startswith("workspace_")} == {
+        "workspace_night[west__3]", "workspace_night[east__3]", "workspace_publish[east__3]"
+    }  # fmt: skip
+    assert _materialised(first, "transform") == set(NAMES) - {"west"}, "west's not logged"
+    assert _materialised(first, "lake_publish") == set(NAMES) - {"west"}
     shards = config.parent / "data" / "shards"
     assert _rows(shards / "north.duckdb", "SELECT count(*) FROM mart_conversations")[0][0] > 0
     assert not (shards / "_rollup.duckdb").exists(), "no rollup while a workspace is missing"
     assert 2 <= most_steps_at_once(instance, first.run_id) <= 3, "three processes at once, at most"
-    published = {f"workspace_publish[{n}]" for n in NAMES if n != "west"}
-    assert published <= step_keys(first, "STEP_SUCCESS")
     assert most_steps_at_once(instance, first.run_id, "workspace_publish") == 1, "pool of 1"
     outputs = storage / first.run_id / "runnable_workspaces" / "result"
-    assert sorted(p.name for p in outputs.iterdir()) == sorted(NAMES), "in step_storage"
+    assert sorted(p.name for p in outputs.iterdir()) == ["east__3", "west__3"], "in step_storage"
+    _batches_publish_once_each_as_each_shard_alone(lake, shards, ids, tmp_path)
 
     (config.parent / "west.key").write_text(_key("west"))  # fixed: Dagster retries from failure
     again = reexecute_module().reexecute(first.run_id, instance)  # docs/scale-out.md's way
     failures = {str(e.step_key): str(e.event_specific_data)[:600] for e in again.all_events
                 if e.event_type_value in ("STEP_FAILURE", "RUN_FAILURE")}  # fmt: skip
     assert again.success, failures
-    assert step_keys(again, "STEP_SUCCESS") == {"workspace_night[west]",
-                                                 "workspace_publish[west]", "rollup"}  # fmt: skip
-    # the rollup read the five others' outputs of the first run from step_storage
-    assert (storage / again.run_id / "workspace_publish[west]").is_dir()
+    assert step_keys(again, "STEP_SUCCESS") == {"workspace_publish[west__3]", "rollup"}
+    assert _materialised(again, "extract") == {"west"}, "west's night redone alone"
+    assert_lake_equals(lake, shards / "west.duckdb", [ids["west"]])
+    assert _snapshots(lake, "mart_conversations") == 3, "one more commit, west's"
+    # the rollup read the other batch's outputs of the first run from step_storage
+    assert (storage / again.run_id / "workspace_publish[west__3]").is_dir()
     home_storage = tmp_path / "dagster_home" / "storage"
     stored = {p.relative_to(home_storage).parts[1] for p in home_storage.glob("*/*")}
     assert not stored - {"compute_logs"}, f"step outputs under DAGSTER_HOME: {stored}"
 
-    lake = LakeConfig.from_settings(load_settings(config, {}))
     seen: set[str] = set()  # the marts with rows in some workspace: each is checked somewhere
     with read_lake(lake, [m for m in MARTS if m != "mart_slices"]) as published:
         for name in NAMES:
-            ws_id = running.sandbox.workspaces[f"ws_{name}"].id
+            ws_id = ids[name]
             with duckdb.connect(str(references[name]), read_only=True) as con:
                 alone = _marts(con, ws_id)
             assert alone["mart_conversations"], name
@@ -218,6 +237,79 @@ def test_six_workspaces_three_at_once_on_postgres(
     latest = instance.get_latest_materialization_event(dg.AssetKey("transform"))
     assert latest is not None and latest.timestamp >= before
     assert latest.dagster_event.partition == "east"
+
+    # a shard that cannot be read is left out of its batch's publish; the others are published
+    (shards / "bogus.duckdb").write_bytes(b"not a duckdb file" * 100)
+    other = lake_config(tmp_path / "other")
+    moved = load_settings(config, {}).with_values(
+        {"lake.catalog_uri": other.catalog_uri, "lake.warehouse": other.warehouse}, "test"
+    )
+    done = publish_shards(moved, ["north", "bogus", "south"])
+    assert done.published == ["north", "south"] and set(done.failed) == {"bogus"}
+    assert done.counts["publishes"] == 1
+    assert_lake_equals(other, shards / "north.duckdb", [ids["north"]])
+    assert_lake_equals(other, shards / "south.duckdb", [ids["south"]])
+
+
+def _failures(result: Any) -> dict[str, str]:
+    return {str(e.step_key): str(e.event_specific_data) for e in result.all_events
+            if e.event_type_value == "STEP_FAILURE"}  # fmt: skip
+
+
+def _materialised(result: Any, asset: str) -> set[str]:
+    return {str(e.event_specific_data.materialization.partition) for e in result.all_events
+            if e.event_type_value == "ASSET_MATERIALIZATION"
+            and e.event_specific_data.materialization.asset_key.path == [asset]}  # fmt: skip
+
+
+def _snapshots(config: Any, table: str) -> int:
+    loaded = config.open_catalog().load_table((config.namespace, table))
+    return len(loaded.metadata.snapshots)
+
+
+def _batches_publish_once_each_as_each_shard_alone(
+    lake: Any, shards: Path, ids: dict[str, str], tmp_path: Path
+) -> None:
+    """The first run's two batches (west failed in the first): one commit per table and
+    batch, and the lake as a publish of each of the five shards alone leaves it."""
+    from convo_analytics.lake import publish_lake
+    from convo_analytics.lake._read import read_lake
+    from convo_analytics.warehouse import open_warehouse
+
+    assert _snapshots(lake, "mart_conversations") == 2
+    alone = lake_config(tmp_path / "alone")
+    for name in NAMES[1:]:
+        con = open_warehouse(shards / f"{name}.duckdb", read_only=True)
+        try:
+            publish_lake(con, alone, [name])
+        finally:
+            con.close()
+    assert _snapshots(alone, "mart_conversations") == 5
+    five = [ids[n] for n in NAMES[1:]]
+    batched, reference = lake_rows(lake, five), lake_rows(alone, five)
+    assert batched == reference
+    assert batched["mart_conversations"] and batched["mart_slices"]
+    with read_lake(lake, ["conversations"]) as con:
+        held = {r[0] for r in con.execute("SELECT DISTINCT workspace_id FROM conversations")
+                .fetchall()}  # fmt: skip
+    assert held == set(five), "north and south of west's batch are published, west is not"
+    # the same keys declared (views declare none: the batch hands them over)
+    keyed = {
+        cfg: {name: cfg.open_catalog().load_table((cfg.namespace, name)).schema()
+              .identifier_field_names() for _, name in
+              cfg.open_catalog().list_tables(cfg.namespace)}
+        for cfg in (lake, alone)
+    }  # fmt: skip
+    assert keyed[lake] == keyed[alone] and keyed[lake]["conversations"]
+    # each workspace's own newest transform and own slices, row for row as alone (not the
+    # batch's newest transform for all, nor a slice once per shard that has it)
+    for table in ("transform_runs", "mart_slices"):
+        whole = {
+            cfg: sorted(str(sorted(r.items())) for r in cfg.open_catalog().load_table(
+                (cfg.namespace, table)).scan().to_arrow().to_pylist())
+            for cfg in (lake, alone)
+        }  # fmt: skip
+        assert whole[lake] == whole[alone], table
 
 
 #: Seconds the other writer holds the shard's lock. A step that does not wait fails and is
