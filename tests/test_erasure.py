@@ -29,12 +29,14 @@ from typing import Any
 import duckdb
 import pytest
 
-from conftest import ACME_KEY, GLOBEX_KEY, RunningSandbox, make_settings
+from conftest import GLOBEX_KEY, RunningSandbox, make_settings
 from convo_analytics._serving import ServerThread
 from convo_analytics.sandbox import Sandbox, create_app, write_history_archive
+from erasure_support import SECRET, config_text, convo, ok, setup_command
+from erasure_support import env_of as _env
+from erasure_support import inject as _inject
 from test_privacy_load import files_holding
 
-SECRET = "whsec_erasure_test_0123456789"
 PERSON = "u-erase-me-7781"
 #: What the person typed: nobody else in the sandbox types these.
 TEXTS = ("my parcel zq-7781-kelp never came", "call me about the zq-7781-kelp refund")
@@ -42,54 +44,6 @@ TEXTS = ("my parcel zq-7781-kelp never came", "call me about the zq-7781-kelp re
 GLOBEX_TEXTS = ("globex order qx-5521-fern",)
 #: Someone else, with the same words in another workspace-free conversation: stays.
 OTHER = "u-keep-me-4410"
-
-
-def _env(folder: Path) -> dict[str, str]:
-    return {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(folder),
-        "ACME_KEY": ACME_KEY,
-        "GLOBEX_KEY": GLOBEX_KEY,
-        "ACME_HOOKS": SECRET,
-        "GLOBEX_HOOKS": "whsec_erasure_globex_98765",
-        "CONVO_CONFIG": str(folder / "convo.toml"),
-        "CONVO_AUDIT_FILE": str(folder / "data" / "audit" / "audit.jsonl"),
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-    }
-
-
-def convo(folder: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "convo_analytics.cli", *args],
-        cwd=folder, env=_env(folder), capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-
-
-def ok(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
-def _inject(
-    running: RunningSandbox, user: str, texts: tuple[str, ...], key: str = ACME_KEY
-) -> list[str]:
-    ids = []
-    with running.client(key) as client:
-        for _ in range(2):
-            created = client.post(
-                "/v1/conversations", json={"externalUserId": user, "channel": "web", "metadata": {}}
-            )
-            assert created.status_code == 201, created.text
-            conv = created.json()["id"]
-            for text in texts:
-                r = client.post(
-                    f"/v1/conversations/{conv}/messages",
-                    json={"text": text, "channel": "web", "locale": "en-US"},
-                )
-                assert r.status_code == 201, r.text
-            ids.append(conv)
-    return ids
 
 
 @dataclass
@@ -117,25 +71,15 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prepared]:
         archive = folder / "archive" / "history.jsonl.gz"
         acme = [w for w in sandbox.workspaces.values() if w.name == "acme"]
         write_history_archive(archive, acme, SECRET, seed=3)
-        workspaces = "".join(
-            f'[[workspaces]]\nname = "{name}"\nbase_url = "{running.url}"\nrate_limit = "none"\n'
-            f'auth = {{ type = "api_key", key_env = "{name.upper()}_KEY" }}\n'
-            f'webhook_secrets_env = "{name.upper()}_HOOKS"\n'
-            for name in ("acme", "globex")
-        )
-        (folder / "convo.toml").write_text(
-            workspaces + '[warehouse]\npath = "data/warehouse.duckdb"\n'
-            '[publish]\ndir = "data/published"\n'
-            '[privacy]\ngenerated_key_file = "data/app-state/privacy.key"\n'
-        )
-        ok(convo(folder, "extract"))
+        (folder / "convo.toml").write_text(config_text(running.url))
+        setup_command(folder, "extract")
         # as if received: a copy in acme's archive folder, which the erasure rewrites
         received = folder / "data" / "webhooks" / "workspaces" / "acme"
         received.mkdir(parents=True)
         shutil.copyfile(archive, received / "deliveries-2026-11-01.jsonl.gz")
-        ok(convo(folder, "webhooks", "ingest", "-w", "acme", str(received)))
-        ok(convo(folder, "transform"))
-        ok(convo(folder, "publish"))
+        setup_command(folder, "webhooks", "ingest", "-w", "acme", str(received))
+        setup_command(folder, "transform")
+        setup_command(folder, "publish")
         yield Prepared(folder, archive, running, ids)
 
 

@@ -38,21 +38,13 @@ from convo_analytics.lake import LakeConfig, lake_state, publish_lake
 from convo_analytics.lake._read import _read
 from convo_analytics.publish import lake_snapshot
 from convo_analytics.sandbox import Sandbox, create_app, write_history_archive
+from erasure_support import SECRET, config_text, ok, setup_command
+from erasure_support import convo as run
+from erasure_support import env_of as _env
+from erasure_support import inject as _inject
 from lake_support import assert_lake_equals, lake_rows
-from test_erasure import GLOBEX_TEXTS, OTHER, PERSON, SECRET, TEXTS, _env, _inject
+from test_erasure import GLOBEX_TEXTS, OTHER, PERSON, TEXTS
 from test_privacy_load import files_holding
-
-
-def run(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "convo_analytics.cli", *args],
-        cwd=folder, env={**_env(folder), **env}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-
-
-def ok(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 def avro_text(raw: bytes) -> bytes:
@@ -228,24 +220,12 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
         archive = folder / "archive" / "history.jsonl.gz"
         acme = [w for w in sandbox.workspaces.values() if w.name == "acme"]
         write_history_archive(archive, acme, SECRET, seed=3)
-        workspaces = "".join(
-            f'[[workspaces]]\nname = "{name}"\nbase_url = "{running.url}"\nrate_limit = "none"\n'
-            f'auth = {{ type = "api_key", key_env = "{name.upper()}_KEY" }}\n'
-            f'webhook_secrets_env = "{name.upper()}_HOOKS"\n'
-            for name in ("acme", "globex")
-        )
-        (folder / "convo.toml").write_text(
-            workspaces + '[warehouse]\npath = "data/warehouse.duckdb"\n'
-            '[publish]\ndir = "data/published"\n'
-            '[privacy]\ngenerated_key_file = "data/app-state/privacy.key"\n'
-            '[lake]\ncatalog_uri = "sqlite:///data/lake/catalog.db"\n'
-            'warehouse = "data/lake/warehouse"\n'
-        )
-        ok(run(folder, "extract"))
-        ok(run(folder, "webhooks", "ingest", "-w", "acme", str(archive)))
-        ok(run(folder, "transform"))
-        ok(run(folder, "publish"))
-        ok(run(folder, "publish", "--lake"))
+        (folder / "convo.toml").write_text(config_text(running.url, lake=True))
+        setup_command(folder, "extract")
+        setup_command(folder, "webhooks", "ingest", "-w", "acme", str(archive))
+        setup_command(folder, "transform")
+        setup_command(folder, "publish")
+        setup_command(folder, "publish", "--lake")
         # the person writes again: the next publish replaces their partitions, so the first
         # publish's snapshot is an older one holding them
         with running.client(ACME_KEY) as client:
@@ -254,9 +234,9 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
                 json={"text": TEXTS[1], "channel": "web", "locale": "en-US"},
             )
             assert said.status_code == 201, said.text
-        ok(run(folder, "extract"))
-        ok(run(folder, "transform"))
-        ok(run(folder, "publish", "--lake"))
+        setup_command(folder, "extract")
+        setup_command(folder, "transform")
+        setup_command(folder, "publish", "--lake")
         made = Lake(folder, ids, set())
         con = duckdb.connect(str(made.db), read_only=True)
         try:

@@ -27,9 +27,9 @@ import pytest
 from conftest import GLOBEX_KEY, RunningSandbox, make_settings
 from convo_analytics._serving import ServerThread
 from convo_analytics.sandbox import Sandbox, create_app, write_history_archive
-from test_erasure import _inject, convo, ok
+from erasure_support import SECRET, config_text, convo, ok, setup_command
+from erasure_support import inject as _inject
 
-SECRET = "whsec_erasure_test_0123456789"  # test_erasure's _env: acme's webhook secret
 PERSON = "u-access-me-6620"
 EMAIL = "Zq.Kelp6620@Example.com"
 #: What the person typed: nobody else in the sandbox types these.
@@ -68,23 +68,13 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prepared]:
         archive = folder / "archive" / "history.jsonl.gz"
         acme = [w for w in sandbox.workspaces.values() if w.name == "acme"]
         write_history_archive(archive, acme, SECRET, seed=3)
-        workspaces = "".join(
-            f'[[workspaces]]\nname = "{name}"\nbase_url = "{running.url}"\nrate_limit = "none"\n'
-            f'auth = {{ type = "api_key", key_env = "{name.upper()}_KEY" }}\n'
-            f'webhook_secrets_env = "{name.upper()}_HOOKS"\n'
-            # acme stores personal data as received (what is held is handed back); globex
-            # masks it (only the findings' keyed hashes are held)
-            f'privacy_scrub = "{"off" if name == "acme" else "mask"}"\n'
-            for name in ("acme", "globex")
-        )
-        (folder / "convo.toml").write_text(
-            workspaces + '[warehouse]\npath = "data/warehouse.duckdb"\n'
-            '[publish]\ndir = "data/published"\n'
-            '[privacy]\ngenerated_key_file = "data/app-state/privacy.key"\n'
-        )
-        ok(convo(folder, "extract"))
-        ok(convo(folder, "webhooks", "ingest", "-w", "acme", str(archive)))
-        ok(convo(folder, "transform"))
+        # acme stores personal data as received (what is held is handed back); globex
+        # masks it (only the findings' keyed hashes are held)
+        scrub = {"acme": "off", "globex": "mask"}
+        (folder / "convo.toml").write_text(config_text(running.url, scrub))
+        setup_command(folder, "extract")
+        setup_command(folder, "webhooks", "ingest", "-w", "acme", str(archive))
+        setup_command(folder, "transform")
         yield Prepared(folder, ids)
 
 
