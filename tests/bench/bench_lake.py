@@ -150,13 +150,14 @@ def child_anchor(db: str, out: str) -> None:
     }
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    rows = 0
+    tables = [
+        (spec, spec.query("SELECT DISTINCT workspace_id FROM conversations"))
+        for spec in LAKE_TABLES
+        if spec.name in present
+    ]
+    rows = sum(con.execute(f"SELECT count(*) FROM ({q})").fetchall()[0][0] for _, q in tables)
     started = time.perf_counter()
-    for spec in LAKE_TABLES:
-        if spec.name not in present:
-            continue
-        query = spec.query("SELECT DISTINCT workspace_id FROM conversations")
-        rows += con.execute(f"SELECT count(*) FROM ({query})").fetchall()[0][0]
+    for spec, query in tables:
         con.execute(
             f"COPY ({query}) TO '{folder / spec.name}.parquet' (FORMAT parquet, COMPRESSION zstd)"
         )
@@ -166,10 +167,7 @@ def child_anchor(db: str, out: str) -> None:
     con.execute("SET TimeZone = 'UTC'")
     files = 0
     started = time.perf_counter()
-    for spec in LAKE_TABLES:
-        if spec.name not in present:
-            continue
-        query = spec.query("SELECT DISTINCT workspace_id FROM conversations")
+    for spec, query in tables:
         month = "NULL" if spec.day_column is None else f"strftime(q.{spec.day_column}, '%Y-%m')"
         target = folder / "partitioned" / spec.name
         target.mkdir(parents=True)
