@@ -272,8 +272,7 @@ def _batches_publish_once_each_as_each_shard_alone(
 ) -> None:
     """The first run's two batches (west failed in the first): one commit per table and
     batch, and the lake as a publish of each of the five shards alone leaves it."""
-    from convo_analytics.lake import publish_lake
-    from convo_analytics.lake._read import read_lake
+    from convo_analytics.lake import publish_lake, read_lake
     from convo_analytics.warehouse import open_warehouse
 
     assert _snapshots(lake, "mart_conversations") == 2

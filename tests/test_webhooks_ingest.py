@@ -406,43 +406,6 @@ def test_a_gzip_cut_to_its_first_byte_is_a_damaged_gzip(tmp_path: Path) -> None:
     assert read == [([b'{"a": 1}'], None), (None, None)]
 
 
-def _claims() -> list[dict[str, Any]]:
-    """Events naming their workspace in every way the claim rules tell apart."""
-    base = event(1)
-    out: list[dict[str, Any]] = []
-    for named in ("ws_a", "ws_b", "", "x" * 300, "ws\x00a", 7, None):
-        e = dict(base, data=dict(base["data"]))
-        if named is None:
-            e.pop("workspaceId", None)
-        else:
-            e["workspaceId"] = named
-        out.append(e)
-        out.append({**e, "tenantId": "ws_a"})
-        out.append({**e, "data": {**e["data"], "tenantId": "ws_b"}})
-    return out
-
-
-@pytest.mark.parametrize("endpoint", ["flat", "known", "unknown"])
-def test_the_common_claim_is_decided_as_admit_decides_it(endpoint: str) -> None:
-    """WorkspaceScope.common (the ingest's one-call shortcut) answers only where admit
-    would admit the event's own workspaceId, and then with the same id."""
-    from convo_analytics.webhooks._workspace import EndpointWorkspace, WorkspaceScope
-
-    def scope() -> WorkspaceScope:
-        if endpoint == "flat":
-            return WorkspaceScope(EndpointWorkspace(None))
-        configured = "ws_a" if endpoint == "known" else None
-        return WorkspaceScope(EndpointWorkspace("a", configured, {"b": "ws_b"}))
-
-    answered = 0
-    for e in _claims():
-        fast, full = scope().common(e), scope().admit(e)
-        if fast is not None:
-            answered += 1
-            assert (fast, None) == full, e
-    assert answered == (1 if endpoint == "known" else 2 if endpoint == "flat" else 0)
-
-
 def test_a_run_hands_the_gil_over_often_and_restores_the_interval(tmp_path: Path) -> None:
     """While a run reads, the loader thread waits at most SWITCH_INTERVAL for the GIL
     between its statements; the interval is Python's again afterwards, also after a

@@ -41,6 +41,7 @@ from convo_analytics.errors import UserError
 from convo_analytics.lake._changes import MONTH_SUFFIX
 from convo_analytics.lake._config import LakeConfig
 from convo_analytics.lake._orphans import InFlight, discard, remove_orphans
+from convo_analytics.lake._records import PARTITIONS_TABLE
 from convo_analytics.lake._write import write_data_files
 
 if TYPE_CHECKING:
@@ -270,8 +271,6 @@ def _by_month(txn: Transaction, day_column: str | None) -> None:
 def table_identifier(config: LakeConfig, name: str) -> tuple[str, str]:
     """Where the lake keeps the table ``name``: the records namespace for its bookkeeping
     (``lake_partitions``, D-LAKE-RECORDS), the data namespace for everything else."""
-    from convo_analytics.lake._records import PARTITIONS_TABLE
-
     return (config.records_namespace if name == PARTITIONS_TABLE else config.namespace, name)
 
 

@@ -33,6 +33,7 @@ import duckdb
 
 from convo_analytics.config import Settings
 from convo_analytics.pipeline._shards import shard_path
+from convo_analytics.warehouse import sql_literal
 
 __all__ = ["ShardsPublish", "publish_shards"]
 
@@ -137,7 +138,7 @@ def _attach(
         path = shard_path(settings, name)
         try:
             require_existing(path)
-            con.execute(f"ATTACH {_literal(str(path))} AS {alias} (READ_ONLY)")
+            con.execute(f"ATTACH {sql_literal(str(path))} AS {alias} (READ_ONLY)")
             cur = con.cursor()
             try:
                 cur.execute(f"USE {alias}")
@@ -200,7 +201,7 @@ def _derive(con: duckdb.DuckDBPyConnection, spec: Any, where: list[tuple[str, li
     a warehouse (``spec.query``, run with the shard as the current database), which carry
     the workspace; so the batch publishes it as plain rows."""
     for number, (alias, ids) in enumerate(where):
-        wanted = ", ".join(_literal(i) for i in ids)
+        wanted = ", ".join(sql_literal(i) for i in ids)
         sql = spec.query(f"SELECT unnest([{wanted}]::VARCHAR[]) AS workspace_id")
         cur = con.cursor()
         try:
@@ -211,10 +212,6 @@ def _derive(con: duckdb.DuckDBPyConnection, spec: Any, where: list[tuple[str, li
                 cur.execute(f'INSERT INTO memory.main."{spec.name}" BY NAME SELECT * FROM ({sql})')
         finally:
             cur.close()
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _one_line(exc: BaseException) -> str:

@@ -31,6 +31,7 @@ from convo_analytics.transform._cube import local_date
 from convo_analytics.transform._frames import scalar
 from convo_analytics.transform._versions import DEFINITION_VERSION
 from convo_analytics.warehouse._marts import MART_STATE, MART_WATERMARKS
+from convo_analytics.warehouse._sql import sql_literal
 from convo_analytics.warehouse._tables import event_workspace
 
 #: A partition of the daily marts.
@@ -170,11 +171,7 @@ def written_by_new_runs(con: duckdb.DuckDBPyConnection, source: str, column: str
     value = f"coalesce({column}, '')" if "" in runs else column
     if len(runs) > _LITERAL_RUNS:
         return f"{value} IN (SELECT run_id FROM {NEW_RUNS} WHERE source = '{source}')"
-    return f"{value} IN ({', '.join(_quoted(run) for run in runs)})"
-
-
-def _quoted(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    return f"{value} IN ({', '.join(sql_literal(run) for run in runs)})"
 
 
 def find_changed_conversations(con: duckdb.DuckDBPyConnection) -> int:

@@ -14,6 +14,7 @@ from convo_analytics.warehouse._connection import (
 from convo_analytics.warehouse._load import WHOLE_BODY, PageCounts, RecordPaths
 from convo_analytics.warehouse._monitor_tables import MONITOR_EVALUATIONS
 from convo_analytics.warehouse._privacy_tables import FindingRow, record_findings
+from convo_analytics.warehouse._sql import sql_literal
 from convo_analytics.warehouse._tables import Column, Table
 from convo_analytics.warehouse._transaction import transaction
 
@@ -34,6 +35,7 @@ __all__ = [
     "read_bookmark",
     "record_findings",
     "require_existing",
+    "sql_literal",
     "transaction",
     "write_bookmark",
 ]

@@ -36,6 +36,7 @@ from convo_analytics.warehouse._sql import (
     _quoted_structure,
     _structure,
     _ts,
+    sql_literal,
 )
 from convo_analytics.warehouse._tables import (
     CONVERSATIONS,
@@ -366,7 +367,7 @@ def merge_conversations(
         "r",
         {
             "id": "id",
-            "workspace_id": _literal(workspace),
+            "workspace_id": sql_literal(workspace),
             "detail_updated_at": "detail_updated_at",
             "first_run_id": "?",
             "last_run_id": "?",
@@ -392,17 +393,13 @@ def merge_conversations(
         _replace_detail_children(con, details, run_id, shape, workspace)
 
 
-def _literal(value: str) -> str:
-    """A text value as an SQL literal."""
-    return "'" + value.replace("'", "''") + "'"
-
-
 def _note_prior_details(con: duckdb.DuckDBPyConnection, details: str, workspace: str) -> None:
     """Before the merge: which detailed conversations we held already, and from which detail."""
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE prior_details AS
             SELECT c.id, c.detail_updated_at FROM conversations c
-            WHERE c.workspace_id = {_literal(workspace)} AND c.id IN (SELECT id FROM {details})"""
+            WHERE c.workspace_id = {sql_literal(workspace)}
+              AND c.id IN (SELECT id FROM {details})"""
     )
 
 
@@ -424,7 +421,7 @@ def _replace_detail_children(
             SELECT DISTINCT ON (d.id) d.id, d.rn AS drow, p.id IS NOT NULL AS held
             FROM {details} d
             JOIN conversations c
-              ON c.workspace_id = {_literal(workspace)} AND c.id = d.id
+              ON c.workspace_id = {sql_literal(workspace)} AND c.id = d.id
              AND c.detail_updated_at IS NOT DISTINCT FROM d.updated_at
             LEFT JOIN prior_details p ON p.id = d.id
             WHERE p.detail_updated_at IS DISTINCT FROM d.updated_at"""
@@ -453,7 +450,7 @@ def _replace_children(
     ``{details}_{staged}`` (None: the details hold no such list, only deletes)."""
     if held:
         con.execute(
-            f"DELETE FROM {table.name} WHERE workspace_id = {_literal(workspace)} AND "
+            f"DELETE FROM {table.name} WHERE workspace_id = {sql_literal(workspace)} AND "
             "conversation_id IN (SELECT id FROM applied_details WHERE held)"
         )
     if staged is None:
@@ -467,7 +464,7 @@ def _replace_children(
         "m",
         {
             "id": "_id",
-            "workspace_id": _literal(workspace),
+            "workspace_id": sql_literal(workspace),
             "conversation_id": "conversation_id",
             "position": "position",
             "run_id": "?",
@@ -508,7 +505,7 @@ def merge_leads(
         "r",
         {
             "id": "id",
-            "workspace_id": _literal(workspace),
+            "workspace_id": sql_literal(workspace),
             "first_run_id": "?",
             "last_run_id": "?",
             "loaded_at": "?",
@@ -545,8 +542,8 @@ def merge_summary(
     for, when the answer does not name one. A row whose day cannot be read is left
     out, and a typed day is one with at least one metric."""
     _bodies(con, "summary_body", [body])
-    named = _literal(workspace) if workspace else "COALESCE(s->>'$.workspaceId', 'default')"
-    zone = f"COALESCE(s->>'$.timezone', {_literal(timezone or 'UTC')})"
+    named = sql_literal(workspace) if workspace else "COALESCE(s->>'$.workspaceId', 'default')"
+    zone = f"COALESCE(s->>'$.timezone', {sql_literal(timezone or 'UTC')})"
     table = shape.table(SERVICE_SUMMARIES.name)
     # the day is read as text and cut to a date: ``2026-11-12``, ``2026-11-12T00:00:00Z``
     day = next(c for c in table.columns if c.name == "date")
@@ -572,7 +569,7 @@ def merge_summary(
         },
     )
     rows = f"s->'{_path(records)}'" if records else "s"
-    ident = _literal(raw_id) if raw_id else (
+    ident = sql_literal(raw_id) if raw_id else (
         f"concat_ws('|', s->>'$.workspaceId', s->>'$.from', s->>'$.to', {zone})"
     )  # fmt: skip
     con.execute(

@@ -16,12 +16,18 @@ import orjson
 from convo_analytics.warehouse._tables import Column
 
 __all__ = ["_access", "_ident", "_json_type", "_path", "_q", "_quoted_structure", "_structure"]
-__all__ += ["_ts"]
+__all__ += ["_ts", "sql_literal"]
 
 
 def _q(name: str) -> str:
     """A JSON path component, quoted."""
     return '"' + name.replace('"', '\\"') + '"'
+
+
+def sql_literal(text: str) -> str:
+    """A text value as an SQL string literal (where DuckDB takes no parameter: ATTACH, a
+    view's body, a statement built once and run many times)."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _ident(name: str) -> str:

@@ -410,7 +410,6 @@ class Ingester:
         add_delivery, add_attempt = staged["delivery_id"].append, staged["attempt"].append
         add_received = staged["received_at"].append
         add_workspace, admit = staged["workspace_id"].append, self.admit
-        common = self.scope.common
         inner, outer = self.pads
         inner_copy, outer_copy, sha256, same = inner.copy, outer.copy, hashlib.sha256, _same
         loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
@@ -442,9 +441,7 @@ class Ingester:
                         source = first_name
                     elif names.intersection(headers):
                         source = next(n for n in SIGNATURE_HEADERS if n in headers)
-                    received = record.get("receivedAt")
-                    if received is not None and type(received) is not str:
-                        received = text_of(received)
+                    received = text_of(record.get("receivedAt"))
                     try:
                         event = loads(body_text)
                     except orjson.JSONDecodeError:
@@ -491,12 +488,7 @@ class Ingester:
                 out = outer_copy()
                 out.update(mac.digest())
                 if same(out.hexdigest().encode(), body[-_DIGEST:-2]):
-                    # the common claim decided in one call, any other through admit
-                    workspace = common(event)
-                    if workspace is None:
-                        workspace, refused = admit(chunk, event)
-                    else:
-                        refused = None
+                    workspace, refused = admit(chunk, event)
                     if refused is not None:
                         text, newline = block.line(i)
                         why, detail = refused
@@ -508,16 +500,13 @@ class Ingester:
                     add_line(first + i)
                     add_offset(base + start)
                     add_body(body)
-                    key = headers.get("idempotency-key")
-                    add_key((key if type(key) is str else text_of(key)) or None)
+                    add_key(text_of(headers.get("idempotency-key")) or None)
                     add_hash(sha256(dumps(event, option=sort)).hexdigest())
                     add_reading("stripped")
                     add_source(source)
                     add_secret(0)
-                    key = headers.get("x-convo-delivery")
-                    add_delivery(key if key is None or type(key) is str else text_of(key))
-                    key = headers.get("x-convo-attempt")
-                    add_attempt(key if key is None or type(key) is str else text_of(key))
+                    add_delivery(text_of(headers.get("x-convo-delivery")))
+                    add_attempt(text_of(headers.get("x-convo-attempt")))
                     add_received(received)
                     add_workspace(workspace)
                     continue

@@ -154,23 +154,6 @@ class WorkspaceScope:
         """Whether events must be this one workspace's (a workspace's own endpoint)."""
         return self.endpoint.name is not None
 
-    def common(self, event: Mapping[str, Any]) -> str | None:
-        """The id of the common event (one plain-text workspaceId, no tenantId, admitted as
-        it stands: on the flat endpoint, or naming this workspace's known id), decided in
-        one call for the ingest's hot loop; None: ask :meth:`admit`, which decides the same
-        for such an event and everything else."""
-        named = event.get("workspaceId")
-        if (
-            type(named) is str
-            and "tenantId" not in event
-            and 0 < len(named) <= _MAX_ID
-            and (self.endpoint.name is None or named == self.workspace_id)
-            and not (type(data := event.get("data")) is dict and "tenantId" in data)
-            and named.isprintable()
-        ):
-            return named
-        return None
-
     def admit(self, event: Mapping[str, Any]) -> tuple[str | None, tuple[str, str] | None]:
         """The workspace id to store ``event`` under (None: it names none, on the flat
         endpoint), or why it is refused (reason, detail)."""
